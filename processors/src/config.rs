@@ -1,0 +1,76 @@
+//! Shared pieces of component configuration: duration values and field errors.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, de};
+
+/// A problem with one setting of a component, named by its path inside the component
+/// (the config loader prefixes the component's own path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads a duration written as the OpenTelemetry Collector writes them (`200ms`,
+/// `5s`, `1m30s`); a bare `0` means zero.
+pub fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+    }
+    match Raw::deserialize(deserializer)? {
+        Raw::Number(0) => Ok(Duration::ZERO),
+        Raw::Number(n) => Err(de::Error::custom(format!(
+            "duration {n} has no unit; write it like \"{n}s\" or \"{n}ms\""
+        ))),
+        Raw::Text(text) => parse_duration(&text).map_err(de::Error::custom),
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(text)
+        .map_err(|err| format!("invalid duration \"{text}\": {err} (examples: 200ms, 5s, 1m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Holder {
+        #[serde(deserialize_with = "duration")]
+        value: Duration,
+    }
+
+    fn parse(json: &str) -> Result<Duration, String> {
+        serde_json::from_str::<Holder>(json)
+            .map(|h| h.value)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn durations_in_collector_notation() {
+        assert_eq!(parse(r#"{"value":"200ms"}"#), Ok(Duration::from_millis(200)));
+        assert_eq!(parse(r#"{"value":"1m30s"}"#), Ok(Duration::from_secs(90)));
+        assert_eq!(parse(r#"{"value":0}"#), Ok(Duration::ZERO));
+        assert!(parse(r#"{"value":5}"#).unwrap_err().contains("has no unit"));
+        assert!(parse(r#"{"value":"soon"}"#).unwrap_err().contains("invalid duration \"soon\""));
+    }
+}

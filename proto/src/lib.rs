@@ -1,0 +1,6 @@
+//! Wire types of opscope. The pipeline carries the OTLP protobuf model itself; this
+//! crate is the one place that pins which OTLP crate provides it, so every other
+//! crate names `opscope_proto::otlp::...` and a version bump touches one file.
+
+pub use opentelemetry_proto::tonic as otlp;
+pub use prost;
