@@ -67,7 +67,11 @@ impl<T: Telemetry> BatchProcessor<T> {
 
     /// Sends full batches while enough is held; with `all`, sends the remainder too.
     fn release(&mut self, all: bool, out: &mut Vec<T>) {
-        let threshold = if all { 1 } else { self.config.send_batch_size.max(1) };
+        let threshold = if all {
+            1
+        } else {
+            self.config.send_batch_size.max(1)
+        };
         while self.pending_items >= threshold {
             let Some(pending) = self.pending.as_mut() else {
                 break;
@@ -121,7 +125,10 @@ mod tests {
     use super::*;
     use crate::telemetry::tests::traces;
 
-    fn processor(size: usize, max: usize) -> BatchProcessor<opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest> {
+    fn processor(
+        size: usize,
+        max: usize,
+    ) -> BatchProcessor<opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest> {
         BatchProcessor::new(BatchConfig {
             send_batch_size: size,
             send_batch_max_size: max,

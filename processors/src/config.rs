@@ -67,10 +67,17 @@ mod tests {
 
     #[test]
     fn durations_in_collector_notation() {
-        assert_eq!(parse(r#"{"value":"200ms"}"#), Ok(Duration::from_millis(200)));
+        assert_eq!(
+            parse(r#"{"value":"200ms"}"#),
+            Ok(Duration::from_millis(200))
+        );
         assert_eq!(parse(r#"{"value":"1m30s"}"#), Ok(Duration::from_secs(90)));
         assert_eq!(parse(r#"{"value":0}"#), Ok(Duration::ZERO));
         assert!(parse(r#"{"value":5}"#).unwrap_err().contains("has no unit"));
-        assert!(parse(r#"{"value":"soon"}"#).unwrap_err().contains("invalid duration \"soon\""));
+        assert!(
+            parse(r#"{"value":"soon"}"#)
+                .unwrap_err()
+                .contains("invalid duration \"soon\"")
+        );
     }
 }

@@ -52,7 +52,8 @@ impl ResourceConfig {
                     ));
                 }
                 (Some(value), _) => {
-                    any_value_of(value).map_err(|message| FieldError::new(field("value"), message))?;
+                    any_value_of(value)
+                        .map_err(|message| FieldError::new(field("value"), message))?;
                 }
             }
         }
@@ -71,9 +72,7 @@ fn any_value_of(value: &serde_json::Value) -> Result<AnyValue, String> {
             None => any_value::Value::DoubleValue(n.as_f64().unwrap_or_default()),
         },
         Value::Null | Value::Array(_) | Value::Object(_) => {
-            return Err(format!(
-                "must be a string, number or boolean, not {value}"
-            ));
+            return Err(format!("must be a string, number or boolean, not {value}"));
         }
     };
     Ok(AnyValue { value: Some(value) })
@@ -150,7 +149,12 @@ mod tests {
         resource
             .attributes
             .iter()
-            .map(|kv| (kv.key.clone(), format!("{:?}", kv.value.as_ref().and_then(|v| v.value.clone()))))
+            .map(|kv| {
+                (
+                    kv.key.clone(),
+                    format!("{:?}", kv.value.as_ref().and_then(|v| v.value.clone())),
+                )
+            })
             .collect()
     }
 

@@ -3,7 +3,9 @@
 
 use std::fmt::Debug;
 
-use opscope_proto::otlp::collector::logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse};
+use opscope_proto::otlp::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
 use opscope_proto::otlp::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
@@ -106,9 +108,16 @@ pub trait Telemetry:
     fn from_resource_data(data: Vec<Self::ResourceData>) -> Self;
     fn resource_mut(data: &mut Self::ResourceData) -> &mut Option<Resource>;
 
+    /// Items a destination refused although it answered success (OTLP partial
+    /// success), with its message.
+    fn rejected_items(response: &Self::Response) -> (u64, String);
+
     /// Spans, log records or metric data points in this batch.
     fn item_count(&self) -> usize {
-        self.resource_data().iter().map(Splittable::item_count).sum()
+        self.resource_data()
+            .iter()
+            .map(Splittable::item_count)
+            .sum()
     }
 
     fn append(&mut self, other: Self) {
@@ -220,7 +229,7 @@ impl Splittable for Metric {
 
 /// Implements [`Telemetry`] for one OTLP export request type.
 macro_rules! telemetry_request {
-    ($request:ty, $response:ty, $data:ty, $field:ident, $kind:expr, $grpc:expr, $http:expr) => {
+    ($request:ty, $response:ty, $data:ty, $field:ident, $rejected:ident, $kind:expr, $grpc:expr, $http:expr) => {
         impl Telemetry for $request {
             type Response = $response;
             type ResourceData = $data;
@@ -244,6 +253,18 @@ macro_rules! telemetry_request {
             fn resource_mut(data: &mut $data) -> &mut Option<Resource> {
                 &mut data.resource
             }
+
+            fn rejected_items(response: &$response) -> (u64, String) {
+                response
+                    .partial_success
+                    .as_ref()
+                    .map_or((0, String::new()), |partial| {
+                        (
+                            partial.$rejected.max(0) as u64,
+                            partial.error_message.clone(),
+                        )
+                    })
+            }
         }
     };
 }
@@ -253,6 +274,7 @@ telemetry_request!(
     ExportTraceServiceResponse,
     ResourceSpans,
     resource_spans,
+    rejected_spans,
     TelemetryKind::Traces,
     "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
     "/v1/traces"
@@ -262,6 +284,7 @@ telemetry_request!(
     ExportLogsServiceResponse,
     ResourceLogs,
     resource_logs,
+    rejected_log_records,
     TelemetryKind::Logs,
     "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
     "/v1/logs"
@@ -271,6 +294,7 @@ telemetry_request!(
     ExportMetricsServiceResponse,
     ResourceMetrics,
     resource_metrics,
+    rejected_data_points,
     TelemetryKind::Metrics,
     "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
     "/v1/metrics"
@@ -320,8 +344,14 @@ pub(crate) mod tests {
         let front = batch.split_front(4);
         assert_eq!(front.item_count(), 4);
         assert_eq!(batch.item_count(), 2);
-        assert_eq!(front.resource_spans[0].schema_url, "https://example.test/schema");
-        assert_eq!(batch.resource_spans[0].schema_url, "https://example.test/schema");
+        assert_eq!(
+            front.resource_spans[0].schema_url,
+            "https://example.test/schema"
+        );
+        assert_eq!(
+            batch.resource_spans[0].schema_url,
+            "https://example.test/schema"
+        );
         let mut after = span_names(&front);
         after.extend(span_names(&batch));
         assert_eq!(before, after);

@@ -1,0 +1,183 @@
+//! Settings of the `otlp` (gRPC) and `otlphttp` exporters, named as in the
+//! OpenTelemetry Collector.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use opscope_processors::config::{FieldError, duration};
+use serde::Deserialize;
+use url::Url;
+
+use crate::queue::{QueueConfig, RetryConfig};
+use crate::tls::TlsClientConfig;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    Grpc,
+    Http,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    Gzip,
+    Zstd,
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpExporterConfig {
+    /// gRPC: `host:port` (TLS unless `tls.insecure`) or `http(s)://host:port`.
+    /// HTTP: the base URL; `/v1/traces`, `/v1/logs`, `/v1/metrics` are appended.
+    pub endpoint: String,
+    #[serde(default)]
+    pub tls: TlsClientConfig,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub compression: Compression,
+    #[serde(default = "default_timeout", deserialize_with = "duration")]
+    pub timeout: Duration,
+    #[serde(default)]
+    pub sending_queue: QueueConfig,
+    #[serde(default)]
+    pub retry_on_failure: RetryConfig,
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+/// Where and how to connect, derived from `endpoint` and `tls`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `http(s)://host:port[/base]`, without a trailing slash.
+    pub url: String,
+    pub tls: bool,
+}
+
+impl OtlpExporterConfig {
+    pub fn validate(&self, protocol: OtlpProtocol) -> Result<(), FieldError> {
+        self.target(protocol)?;
+        self.tls.validate()?;
+        if protocol == OtlpProtocol::Http && self.compression == Compression::Zstd {
+            return Err(FieldError::new(
+                "compression",
+                "zstd is not supported by otlphttp; use gzip or none",
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(FieldError::new("timeout", "must be greater than zero"));
+        }
+        for (name, value) in &self.headers {
+            let field = format!("headers.{name}");
+            http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
+                .map_err(|_| FieldError::new(&field, "is not a valid header name"))?;
+            http::HeaderValue::from_str(value)
+                .map_err(|_| FieldError::new(&field, "value is not a valid header value"))?;
+        }
+        self.sending_queue
+            .validate()
+            .map_err(|e| FieldError::new(format!("sending_queue.{}", e.field), e.message))?;
+        self.retry_on_failure
+            .validate()
+            .map_err(|e| FieldError::new(format!("retry_on_failure.{}", e.field), e.message))
+    }
+
+    pub fn target(&self, protocol: OtlpProtocol) -> Result<Target, FieldError> {
+        let invalid = |why: &str| {
+            FieldError::new(
+                "endpoint",
+                format!("invalid URL \"{}\": {why}", self.endpoint),
+            )
+        };
+        let endpoint = self.endpoint.trim();
+        if endpoint.is_empty() {
+            return Err(FieldError::new("endpoint", "is required"));
+        }
+        let has_scheme = endpoint.contains("://");
+        if !has_scheme && protocol == OtlpProtocol::Http {
+            return Err(invalid("otlphttp needs http:// or https://"));
+        }
+        let url = if has_scheme {
+            Url::parse(endpoint).map_err(|e| invalid(&e.to_string()))?
+        } else {
+            Url::parse(&format!("http://{endpoint}")).map_err(|e| invalid(&e.to_string()))?
+        };
+        let tls = match url.scheme() {
+            "https" => true,
+            "http" if has_scheme => false,
+            "http" => !self.tls.insecure,
+            other => return Err(invalid(&format!("scheme {other}:// is not http or https"))),
+        };
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(invalid("no host"));
+        }
+        if protocol == OtlpProtocol::Grpc && url.port_or_known_default().is_none() {
+            return Err(invalid("no port"));
+        }
+        let scheme = if tls { "https" } else { "http" };
+        let authority = match url.port() {
+            Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+            None => url.host_str().unwrap_or_default().to_string(),
+        };
+        let path = url.path().trim_end_matches('/');
+        Ok(Target {
+            url: format!("{scheme}://{authority}{path}"),
+            tls,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(endpoint: &str, insecure: bool) -> OtlpExporterConfig {
+        let json = serde_json::json!({"endpoint": endpoint, "tls": {"insecure": insecure}});
+        serde_json::from_value(json).expect("valid test config")
+    }
+
+    #[test]
+    fn grpc_endpoints_follow_collector_rules() {
+        let target = |e, insecure| config(e, insecure).target(OtlpProtocol::Grpc);
+        assert_eq!(
+            target("jaeger:4317", false).unwrap().url,
+            "https://jaeger:4317"
+        );
+        assert_eq!(
+            target("jaeger:4317", true).unwrap().url,
+            "http://jaeger:4317"
+        );
+        assert!(!target("http://10.0.0.1:4317", false).unwrap().tls);
+        assert!(target("https://j.example:4317/", false).unwrap().tls);
+        let err = target("htp://x", false).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "endpoint: invalid URL \"htp://x\": scheme htp:// is not http or https"
+        );
+    }
+
+    #[test]
+    fn http_endpoints_need_a_scheme_and_keep_their_path() {
+        let target = |e| config(e, false).target(OtlpProtocol::Http);
+        assert_eq!(
+            target("http://gw:4318/otlp/").unwrap().url,
+            "http://gw:4318/otlp"
+        );
+        assert!(target("gw:4318").is_err());
+    }
+
+    #[test]
+    fn zstd_is_grpc_only() {
+        let mut c = config("http://x:4318", false);
+        c.compression = Compression::Zstd;
+        assert_eq!(
+            c.validate(OtlpProtocol::Http).unwrap_err().field,
+            "compression"
+        );
+        assert!(c.validate(OtlpProtocol::Grpc).is_ok());
+    }
+}

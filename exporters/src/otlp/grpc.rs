@@ -1,0 +1,212 @@
+//! OTLP over gRPC: one unary `Export` call per batch, on a lazily connected channel.
+
+use std::marker::PhantomData;
+use std::str::FromStr;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes};
+use opscope_processors::Telemetry;
+use opscope_processors::config::FieldError;
+use opscope_proto::prost::Message;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+use super::config::{Compression, OtlpExporterConfig, OtlpProtocol};
+use crate::exporter::{Delivery, ExportError, Exporter};
+
+pub struct GrpcExporter {
+    channel: Channel,
+    compression: Option<CompressionEncoding>,
+    metadata: MetadataMap,
+    timeout: Duration,
+}
+
+impl GrpcExporter {
+    /// Builds the channel; the connection is made on the first export, so a
+    /// destination that is not up yet does not stop opscope from starting.
+    pub fn new(config: &OtlpExporterConfig) -> Result<Self, FieldError> {
+        let target = config.target(OtlpProtocol::Grpc)?;
+        let endpoint_error =
+            |e: tonic::transport::Error| FieldError::new("endpoint", e.to_string());
+        let mut endpoint = Endpoint::from_str(&target.url)
+            .map_err(endpoint_error)?
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout);
+        if target.tls {
+            endpoint = endpoint
+                .tls_config(tls_config(config)?)
+                .map_err(endpoint_error)?;
+        }
+        let mut metadata = MetadataMap::new();
+        for (name, value) in &config.headers {
+            let field = || FieldError::new(format!("headers.{name}"), "is not valid gRPC metadata");
+            let key = MetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
+                .map_err(|_| field())?;
+            let value = MetadataValue::try_from(value.as_str()).map_err(|_| field())?;
+            metadata.insert(key, value);
+        }
+        let compression = match config.compression {
+            Compression::Gzip => Some(CompressionEncoding::Gzip),
+            Compression::Zstd => Some(CompressionEncoding::Zstd),
+            Compression::None => None,
+        };
+        Ok(Self {
+            channel: endpoint.connect_lazy(),
+            compression,
+            metadata,
+            timeout: config.timeout,
+        })
+    }
+}
+
+fn tls_config(config: &OtlpExporterConfig) -> Result<ClientTlsConfig, FieldError> {
+    if config.tls.insecure_skip_verify {
+        return Err(FieldError::new(
+            "tls.insecure_skip_verify",
+            "is not supported by the gRPC exporter; give the server's CA in tls.ca_file",
+        ));
+    }
+    let material = config.tls.load()?;
+    let mut tls = ClientTlsConfig::new().with_webpki_roots();
+    if let Some(ca) = material.ca {
+        tls = tls.ca_certificate(Certificate::from_pem(ca));
+    }
+    if let Some((cert, key)) = material.identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    Ok(tls)
+}
+
+impl<T: Telemetry> Exporter<T> for GrpcExporter {
+    async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
+        let mut client = tonic::client::Grpc::new(self.channel.clone());
+        if let Some(encoding) = self.compression {
+            client = client.send_compressed(encoding).accept_compressed(encoding);
+        }
+        client
+            .ready()
+            .await
+            .map_err(|e| ExportError::retryable(format!("connecting: {e}")))?;
+        let mut request = tonic::Request::new(Bytes::from(batch.encode_to_vec()));
+        *request.metadata_mut() = self.metadata.clone();
+        request.set_timeout(self.timeout);
+        let path = http::uri::PathAndQuery::from_static(T::GRPC_PATH);
+        let codec = PreEncoded::<T::Response>(PhantomData);
+        match client.unary(request, path, codec).await {
+            Ok(response) => {
+                let (rejected_items, message) = T::rejected_items(response.get_ref());
+                Ok(Delivery {
+                    rejected_items,
+                    message,
+                })
+            }
+            Err(status) => Err(classify(&status)),
+        }
+    }
+}
+
+/// Sorts a gRPC failure as the OTLP specification says: these codes are worth
+/// retrying, and RESOURCE_EXHAUSTED only when the server says when to come back.
+fn classify(status: &Status) -> ExportError {
+    let retry_after = status
+        .get_details_retry_info()
+        .and_then(|info| info.retry_delay);
+    let reason = format!("gRPC {:?}: {}", status.code(), status.message());
+    match status.code() {
+        Code::Cancelled
+        | Code::DeadlineExceeded
+        | Code::Aborted
+        | Code::OutOfRange
+        | Code::Unavailable
+        | Code::DataLoss => ExportError::Retryable {
+            reason,
+            retry_after,
+        },
+        Code::ResourceExhausted if retry_after.is_some() => ExportError::Retryable {
+            reason,
+            retry_after,
+        },
+        _ => ExportError::permanent(reason),
+    }
+}
+
+/// A codec that sends an already encoded request and decodes the OTLP response;
+/// tonic's prost codec would need the request by value, which would mean cloning
+/// every batch to keep it for a retry.
+struct PreEncoded<R>(PhantomData<R>);
+
+impl<R: Message + Default + Send + 'static> Codec for PreEncoded<R> {
+    type Encode = Bytes;
+    type Decode = R;
+    type Encoder = BytesEncoder;
+    type Decoder = ResponseDecoder<R>;
+
+    fn encoder(&mut self) -> BytesEncoder {
+        BytesEncoder
+    }
+
+    fn decoder(&mut self) -> ResponseDecoder<R> {
+        ResponseDecoder(PhantomData)
+    }
+}
+
+struct BytesEncoder;
+
+impl Encoder for BytesEncoder {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+struct ResponseDecoder<R>(PhantomData<R>);
+
+impl<R: Message + Default> Decoder for ResponseDecoder<R> {
+    type Item = R;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<R>, Status> {
+        R::decode(src)
+            .map(Some)
+            .map_err(|e| Status::internal(format!("undecodable OTLP response: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn otlp_retry_rules() {
+        assert!(matches!(
+            classify(&Status::unavailable("x")),
+            ExportError::Retryable { .. }
+        ));
+        assert!(matches!(
+            classify(&Status::invalid_argument("x")),
+            ExportError::Permanent { .. }
+        ));
+        assert!(matches!(
+            classify(&Status::resource_exhausted("x")),
+            ExportError::Permanent { .. }
+        ));
+        let throttled = Status::with_error_details(
+            Code::ResourceExhausted,
+            "slow down",
+            tonic_types::ErrorDetails::with_retry_info(Some(Duration::from_secs(2))),
+        );
+        assert_eq!(
+            classify(&throttled),
+            ExportError::Retryable {
+                reason: "gRPC ResourceExhausted: slow down".into(),
+                retry_after: Some(Duration::from_secs(2)),
+            }
+        );
+    }
+}
