@@ -52,6 +52,11 @@ impl TelemetryKind {
         }
     }
 
+    /// Position in [`TelemetryKind::ALL`], for per-kind arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.name() == name)
     }

@@ -1,0 +1,162 @@
+//! The component types opscope knows, and how each section of the config is read
+//! into them: `type[/name]` keys, typed settings, and errors that name their path.
+
+use opscope_exporters::debug::DebugConfig;
+use opscope_exporters::otlp::{OtlpExporterConfig, OtlpProtocol};
+use opscope_processors::batch::BatchConfig;
+use opscope_processors::config::FieldError;
+use opscope_processors::resource::ResourceConfig;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::ConfigError;
+use crate::extensions::health_check::HealthCheckConfig;
+use crate::receivers::otlp::OtlpReceiverConfig;
+
+#[derive(Debug, Clone)]
+pub enum ReceiverConfig {
+    Otlp(OtlpReceiverConfig),
+}
+
+#[derive(Debug, Clone)]
+pub enum ProcessorConfig {
+    Batch(BatchConfig),
+    Resource(ResourceConfig),
+}
+
+#[derive(Debug, Clone)]
+pub enum ExporterConfig {
+    Otlp(OtlpExporterConfig),
+    OtlpHttp(OtlpExporterConfig),
+    Debug(DebugConfig),
+}
+
+#[derive(Debug, Clone)]
+pub enum ExtensionConfig {
+    HealthCheck(HealthCheckConfig),
+}
+
+/// The `type` part of a `type/name` component key.
+pub fn component_type(id: &str) -> &str {
+    id.split_once('/').map_or(id, |(kind, _)| kind)
+}
+
+/// Checks the shape of a component key: a type, optionally `/` and a name.
+pub fn check_id(id: &str) -> Result<(), String> {
+    let (kind, name) = match id.split_once('/') {
+        Some((kind, name)) => (kind, Some(name)),
+        None => (id, None),
+    };
+    if kind.is_empty() || name.is_some_and(str::is_empty) {
+        return Err(format!(
+            "invalid component id \"{id}\"; write type or type/name"
+        ));
+    }
+    Ok(())
+}
+
+impl ReceiverConfig {
+    pub const TYPES: &'static [&'static str] = &["otlp"];
+
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+        match kind {
+            "otlp" => {
+                let config: OtlpReceiverConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Otlp(config))
+            }
+            _ => Err(unknown("receiver", kind, Self::TYPES, path)),
+        }
+    }
+}
+
+impl ProcessorConfig {
+    pub const TYPES: &'static [&'static str] = &["batch", "resource"];
+
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+        match kind {
+            "batch" => {
+                let config: BatchConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Batch(config))
+            }
+            "resource" => {
+                let config: ResourceConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Resource(config))
+            }
+            _ => Err(unknown("processor", kind, Self::TYPES, path)),
+        }
+    }
+}
+
+impl ExporterConfig {
+    pub const TYPES: &'static [&'static str] = &["otlp", "otlphttp", "debug"];
+
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+        match kind {
+            "otlp" | "otlphttp" => {
+                let config: OtlpExporterConfig = settings(value, path)?;
+                let protocol = if kind == "otlp" {
+                    OtlpProtocol::Grpc
+                } else {
+                    OtlpProtocol::Http
+                };
+                checked(config.validate(protocol), path)?;
+                Ok(match protocol {
+                    OtlpProtocol::Grpc => Self::Otlp(config),
+                    OtlpProtocol::Http => Self::OtlpHttp(config),
+                })
+            }
+            "debug" => Ok(Self::Debug(settings(value, path)?)),
+            _ => Err(unknown("exporter", kind, Self::TYPES, path)),
+        }
+    }
+}
+
+impl ExtensionConfig {
+    pub const TYPES: &'static [&'static str] = &["health_check"];
+
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+        match kind {
+            "health_check" => {
+                let config: HealthCheckConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::HealthCheck(config))
+            }
+            _ => Err(unknown("extension", kind, Self::TYPES, path)),
+        }
+    }
+}
+
+/// Reads a component's settings; an empty section (`debug:`) means all defaults.
+fn settings<C: DeserializeOwned>(value: Value, path: &str) -> Result<C, ConfigError> {
+    let value = if value.is_null() {
+        Value::Object(Default::default())
+    } else {
+        value
+    };
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let inner = err.path().to_string();
+        let at = if inner == "." {
+            path.to_string()
+        } else {
+            format!("{path}.{inner}")
+        };
+        ConfigError::new(at, err.into_inner().to_string())
+    })
+}
+
+fn checked(result: Result<(), FieldError>, path: &str) -> Result<(), ConfigError> {
+    result.map_err(|e| ConfigError::new(format!("{path}.{}", e.field), e.message))
+}
+
+fn unknown(what: &str, kind: &str, known: &[&str], path: &str) -> ConfigError {
+    ConfigError::new(
+        path,
+        format!(
+            "unknown {what} type \"{kind}\" (known: {})",
+            known.join(", ")
+        ),
+    )
+}

@@ -1,0 +1,155 @@
+//! `${env:VAR}` and `${env:VAR:-default}` in config values, expanded after the YAML is
+//! parsed (as the OpenTelemetry Collector does), so a value can never change the
+//! structure of the document. `$$` stands for a literal `$`.
+
+use serde_json::Value;
+
+use super::ConfigError;
+
+/// Expands every string of `value`; `lookup` reads a variable.
+pub fn expand(
+    value: &mut Value,
+    path: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<ConfigError>,
+) {
+    match value {
+        Value::String(text) if text.contains('$') => match expand_str(text, lookup) {
+            Ok(expanded) => *value = typed(text, expanded),
+            Err(message) => errors.push(ConfigError::new(path, message)),
+        },
+        Value::Array(items) => {
+            for (index, item) in items.iter_mut().enumerate() {
+                expand(item, &format!("{path}[{index}]"), lookup, errors);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                expand(item, &join(path, key), lookup, errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+pub fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// A value that was a single reference takes the type its expansion reads as in
+/// YAML (`${env:PORT}` → a number), like a value written in place.
+fn typed(original: &str, expanded: String) -> Value {
+    let whole_reference = original.starts_with("${")
+        && original.ends_with('}')
+        && original.matches("${").count() == 1;
+    if whole_reference {
+        match serde_saphyr::from_str::<Value>(&expanded) {
+            Ok(scalar @ (Value::Bool(_) | Value::Number(_))) => return scalar,
+            _ => {}
+        }
+    }
+    Value::String(expanded)
+}
+
+fn expand_str(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        if let Some(after) = rest.strip_prefix("$$") {
+            out.push('$');
+            rest = after;
+        } else if let Some(body) = rest.strip_prefix("${") {
+            let end = body
+                .find('}')
+                .ok_or_else(|| format!("unterminated reference in \"{text}\""))?;
+            out.push_str(&resolve(&body[..end], lookup)?);
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = &rest[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn resolve(reference: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let Some(spec) = reference.strip_prefix("env:") else {
+        return Err(format!(
+            "unsupported reference \"${{{reference}}}\"; use ${{env:NAME}} or ${{env:NAME:-default}}"
+        ));
+    };
+    let (name, default) = match spec.split_once(":-") {
+        Some((name, default)) => (name, Some(default)),
+        None => (spec, None),
+    };
+    let valid = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !valid {
+        return Err(format!("invalid environment variable name \"{name}\""));
+    }
+    match (lookup(name), default) {
+        (Some(value), _) => Ok(value),
+        (None, Some(default)) => Ok(default.to_string()),
+        (None, None) => Err(format!(
+            "environment variable {name} is not set (give a default with ${{env:{name}:-value}})"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(mut value: Value) -> (Value, Vec<String>) {
+        let lookup = |name: &str| match name {
+            "HOST" => Some("jaeger".to_string()),
+            "PORT" => Some("4317".to_string()),
+            _ => None,
+        };
+        let mut errors = Vec::new();
+        expand(&mut value, "", &lookup, &mut errors);
+        (value, errors.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn expands_defaults_escapes_and_types() {
+        let (value, errors) = run(json!({
+            "a": "${env:HOST}:${env:PORT}",
+            "b": "${env:MISSING:-fallback}",
+            "c": "cost $$5",
+            "d": "${env:PORT}",
+            "e": ["${env:HOST}"]
+        }));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            value,
+            json!({"a": "jaeger:4317", "b": "fallback", "c": "cost $5", "d": 4317, "e": ["jaeger"]})
+        );
+    }
+
+    #[test]
+    fn missing_variables_name_the_path() {
+        let (_, errors) = run(json!({"exporters": {"otlp": {"endpoint": "${env:NOPE}"}}}));
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].starts_with("exporters.otlp.endpoint: environment variable NOPE is not set"),
+            "{}",
+            errors[0]
+        );
+    }
+
+    #[test]
+    fn bad_references_are_errors() {
+        let (_, errors) = run(json!({"a": "${file:/etc/x}", "b": "${env:OPEN"}));
+        assert_eq!(errors.len(), 2);
+    }
+}

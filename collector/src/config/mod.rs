@@ -1,0 +1,386 @@
+//! The agent's configuration: OpenTelemetry-Collector-shaped YAML, read into typed
+//! component settings, with `${env:...}` expansion and errors that name the path of
+//! every problem found.
+
+pub mod components;
+pub mod env;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use opscope_processors::TelemetryKind;
+use opscope_processors::config::duration;
+use serde::Deserialize;
+use serde_json::Value;
+
+pub use components::{ExporterConfig, ExtensionConfig, ProcessorConfig, ReceiverConfig};
+
+/// The configuration used when no `-c` is given.
+pub const DEFAULT_CONFIG: &str = include_str!("../../../config/default.yaml");
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Every problem of a config, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub receivers: BTreeMap<String, ReceiverConfig>,
+    pub processors: BTreeMap<String, ProcessorConfig>,
+    pub exporters: BTreeMap<String, ExporterConfig>,
+    pub extensions: BTreeMap<String, ExtensionConfig>,
+    pub service: ServiceConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    #[serde(default)]
+    pub extensions: Vec<String>,
+    #[serde(default)]
+    pub pipelines: BTreeMap<String, PipelineConfig>,
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+    /// How long a shutdown may take to deliver what is queued.
+    #[serde(default = "default_shutdown_timeout", deserialize_with = "duration")]
+    pub shutdown_timeout: Duration,
+}
+
+fn default_shutdown_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    pub receivers: Vec<String>,
+    #[serde(default)]
+    pub processors: Vec<String>,
+    pub exporters: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    pub metrics: MetricsTelemetryConfig,
+    pub logs: LogsTelemetryConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsTelemetryConfig {
+    /// Where opscope serves its own metrics (`/metrics`).
+    pub address: String,
+}
+
+impl Default for MetricsTelemetryConfig {
+    fn default() -> Self {
+        Self {
+            address: "127.0.0.1:8888".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogsTelemetryConfig {
+    /// `error`, `warn`, `info`, `debug` or `trace`; `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for LogsTelemetryConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+        }
+    }
+}
+
+/// A pipeline of the service, with its signal type resolved.
+pub struct Pipeline<'a> {
+    pub id: &'a str,
+    pub kind: TelemetryKind,
+    pub config: &'a PipelineConfig,
+}
+
+impl Config {
+    pub fn from_file(path: &Path) -> Result<Self, ConfigErrors> {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            ConfigErrors(vec![ConfigError::new(
+                path.display().to_string(),
+                format!("cannot read: {err}"),
+            )])
+        })?;
+        Self::from_yaml(&text, &|name| std::env::var(name).ok())
+    }
+
+    pub fn embedded_default() -> Result<Self, ConfigErrors> {
+        Self::from_yaml(DEFAULT_CONFIG, &|name| std::env::var(name).ok())
+    }
+
+    /// Reads a config document; `lookup` resolves `${env:NAME}`.
+    pub fn from_yaml(
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigErrors> {
+        let mut errors = Vec::new();
+        let mut document: Value = serde_saphyr::from_str(text)
+            .map_err(|err| ConfigErrors(vec![ConfigError::new("(yaml)", err.to_string())]))?;
+        env::expand(&mut document, "", lookup, &mut errors);
+        let Value::Object(mut sections) = document else {
+            return Err(ConfigErrors(vec![ConfigError::new(
+                "(root)",
+                "the config must be a mapping",
+            )]));
+        };
+        let mut section = |name: &str| sections.remove(name).unwrap_or(Value::Null);
+        let receivers = read_section(
+            section("receivers"),
+            "receivers",
+            ReceiverConfig::parse,
+            &mut errors,
+        );
+        let processors = read_section(
+            section("processors"),
+            "processors",
+            ProcessorConfig::parse,
+            &mut errors,
+        );
+        let exporters = read_section(
+            section("exporters"),
+            "exporters",
+            ExporterConfig::parse,
+            &mut errors,
+        );
+        let extensions = read_section(
+            section("extensions"),
+            "extensions",
+            ExtensionConfig::parse,
+            &mut errors,
+        );
+        let service = section("service");
+        for unknown in sections.keys() {
+            errors.push(ConfigError::new(
+                unknown,
+                "unknown key (expected receivers, processors, exporters, extensions, service)",
+            ));
+        }
+        let service: Option<ServiceConfig> = if service.is_null() {
+            errors.push(ConfigError::new("service", "is required"));
+            None
+        } else {
+            serde_path_to_error::deserialize(service)
+                .map_err(|err| {
+                    errors.push(ConfigError::new(
+                        format!("service.{}", err.path()),
+                        err.into_inner().to_string(),
+                    ))
+                })
+                .ok()
+        };
+        let Some(service) = service else {
+            return Err(ConfigErrors(errors));
+        };
+        let config = Config {
+            receivers,
+            processors,
+            exporters,
+            extensions,
+            service,
+        };
+        config.check_service(&mut errors);
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    /// The service's pipelines with their signal types (after validation).
+    pub fn pipelines(&self) -> impl Iterator<Item = Pipeline<'_>> {
+        self.service.pipelines.iter().filter_map(|(id, config)| {
+            let kind = TelemetryKind::parse(components::component_type(id))?;
+            Some(Pipeline { id, kind, config })
+        })
+    }
+
+    /// A one-line description for `opscope validate`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} receiver(s), {} processor(s), {} exporter(s), {} pipeline(s): {}",
+            self.receivers.len(),
+            self.processors.len(),
+            self.exporters.len(),
+            self.service.pipelines.len(),
+            self.service
+                .pipelines
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    fn check_service(&self, errors: &mut Vec<ConfigError>) {
+        if self.service.pipelines.is_empty() {
+            errors.push(ConfigError::new(
+                "service.pipelines",
+                "at least one pipeline is required",
+            ));
+        }
+        for (id, pipeline) in &self.service.pipelines {
+            let path = format!("service.pipelines.{id}");
+            if let Err(message) = components::check_id(id) {
+                errors.push(ConfigError::new(&path, message));
+            }
+            if TelemetryKind::parse(components::component_type(id)).is_none() {
+                errors.push(ConfigError::new(
+                    &path,
+                    format!(
+                        "unknown pipeline type \"{}\" (known: traces, logs, metrics)",
+                        components::component_type(id)
+                    ),
+                ));
+            }
+            check_references(
+                &path,
+                "receivers",
+                &pipeline.receivers,
+                |r| self.receivers.contains_key(r),
+                errors,
+            );
+            check_references(
+                &path,
+                "processors",
+                &pipeline.processors,
+                |p| self.processors.contains_key(p),
+                errors,
+            );
+            check_references(
+                &path,
+                "exporters",
+                &pipeline.exporters,
+                |e| self.exporters.contains_key(e),
+                errors,
+            );
+        }
+        for (index, id) in self.service.extensions.iter().enumerate() {
+            if !self.extensions.contains_key(id) {
+                errors.push(ConfigError::new(
+                    format!("service.extensions[{index}]"),
+                    format!("extension \"{id}\" is not defined under extensions"),
+                ));
+            }
+        }
+        let address = &self.service.telemetry.metrics.address;
+        if let Err(message) = check_listen_address(address) {
+            errors.push(ConfigError::new(
+                "service.telemetry.metrics.address",
+                message,
+            ));
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.service.telemetry.logs.level).is_err() {
+            errors.push(ConfigError::new(
+                "service.telemetry.logs.level",
+                format!("invalid level \"{}\"", self.service.telemetry.logs.level),
+            ));
+        }
+    }
+}
+
+fn check_references(
+    path: &str,
+    list: &str,
+    ids: &[String],
+    defined: impl Fn(&str) -> bool,
+    errors: &mut Vec<ConfigError>,
+) {
+    if ids.is_empty() && list != "processors" {
+        errors.push(ConfigError::new(
+            format!("{path}.{list}"),
+            "at least one is required",
+        ));
+    }
+    for (index, id) in ids.iter().enumerate() {
+        if !defined(id) {
+            errors.push(ConfigError::new(
+                format!("{path}.{list}[{index}]"),
+                format!("\"{id}\" is not defined under {list}"),
+            ));
+        }
+        if ids[..index].contains(id) {
+            errors.push(ConfigError::new(
+                format!("{path}.{list}[{index}]"),
+                format!("\"{id}\" is listed twice"),
+            ));
+        }
+    }
+}
+
+/// Checks a `host:port` listen address.
+pub fn check_listen_address(address: &str) -> Result<(), String> {
+    let port = address
+        .rsplit_once(':')
+        .map(|(host, port)| (host, port.parse::<u16>()));
+    match port {
+        Some((host, Ok(_))) if !host.is_empty() => Ok(()),
+        _ => Err(format!(
+            "invalid address \"{address}\"; write host:port, e.g. 127.0.0.1:4317"
+        )),
+    }
+}
+
+/// Reads one section (`receivers`, ...) into typed components keyed by id.
+fn read_section<C>(
+    section: Value,
+    name: &str,
+    parse: fn(&str, Value, &str) -> Result<C, ConfigError>,
+    errors: &mut Vec<ConfigError>,
+) -> BTreeMap<String, C> {
+    let mut components = BTreeMap::new();
+    let entries = match section {
+        Value::Null => return components,
+        Value::Object(entries) => entries,
+        _ => {
+            errors.push(ConfigError::new(
+                name,
+                "must be a mapping of component ids to settings",
+            ));
+            return components;
+        }
+    };
+    for (id, value) in entries {
+        let path = format!("{name}.{id}");
+        if let Err(message) = components::check_id(&id) {
+            errors.push(ConfigError::new(path, message));
+            continue;
+        }
+        match parse(components::component_type(&id), value, &path) {
+            Ok(component) => {
+                components.insert(id, component);
+            }
+            Err(error) => errors.push(error),
+        }
+    }
+    components
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,187 @@
+//! One pipeline, written once for the three signal types: a bounded input queue fed
+//! by receivers, the processor chain, and a fan-out to each exporter's sending
+//! queue. A full sending queue makes the fan-out wait, which fills the input queue,
+//! which makes receivers refuse: backpressure end to end, nothing dropped between.
+
+pub mod consumer;
+
+use std::time::Instant;
+
+use opscope_exporters::debug::DebugExporter;
+use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
+use opscope_exporters::{QueueConfig, QueueSender, RetryConfig, SendingQueue};
+use opscope_processors::batch::BatchProcessor;
+use opscope_processors::resource::ResourceProcessor;
+use opscope_processors::{Processor, ProcessorChain, Telemetry};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use consumer::{Consumer, Refusal};
+
+use crate::config::{ConfigError, ExporterConfig, ProcessorConfig};
+use crate::self_telemetry::SelfTelemetry;
+
+/// Requests a pipeline holds between receivers and its processors.
+pub const INPUT_QUEUE_CAPACITY: usize = 16;
+
+/// A pipeline ready to run, with the sending queues of its exporters.
+pub struct Pipeline<T> {
+    id: String,
+    input: mpsc::Receiver<T>,
+    chain: ProcessorChain<T>,
+    fan_out: FanOut<T>,
+}
+
+/// The sending queues of a pipeline's exporters.
+struct FanOut<T> {
+    pipeline: String,
+    outputs: Vec<(String, QueueSender<T>)>,
+}
+
+impl<T: Telemetry> Pipeline<T> {
+    /// Builds the processors and starts the exporters' sending queues. Returns the
+    /// pipeline, the sender receivers feed, and the running queues.
+    pub fn build(
+        id: &str,
+        processors: &[(&str, &ProcessorConfig)],
+        exporters: &[(&str, &ExporterConfig)],
+        telemetry: &SelfTelemetry,
+        abort: &CancellationToken,
+    ) -> Result<(Self, mpsc::Sender<T>, Vec<SendingQueue>), ConfigError> {
+        let chain = ProcessorChain::new(
+            processors
+                .iter()
+                .map(|(name, config)| build_processor::<T>(name, config))
+                .collect::<Result<_, _>>()?,
+        );
+        let mut outputs = Vec::new();
+        let mut queues = Vec::new();
+        for (name, config) in exporters {
+            let metrics = telemetry.exporter_queue(T::KIND, name, id);
+            let (sender, queue) = start_exporter::<T>(name, config, metrics, abort.clone())?;
+            outputs.push((name.to_string(), sender));
+            queues.push(queue);
+        }
+        let (input_sender, input) = mpsc::channel(INPUT_QUEUE_CAPACITY);
+        let fan_out = FanOut {
+            pipeline: id.to_string(),
+            outputs,
+        };
+        let pipeline = Self {
+            id: id.to_string(),
+            input,
+            chain,
+            fan_out,
+        };
+        Ok((pipeline, input_sender, queues))
+    }
+
+    /// Runs until every receiver has let go of the input and it is drained, then
+    /// flushes the processors. Dropping the pipeline closes the sending queues.
+    pub async fn run(mut self) {
+        loop {
+            let deadline = self.chain.deadline();
+            let wake = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let batches = tokio::select! {
+                received = self.input.recv() => match received {
+                    Some(data) => self.chain.process(data, Instant::now()),
+                    None => break,
+                },
+                () = wake => self.chain.on_deadline(Instant::now()),
+            };
+            self.fan_out.send_all(batches).await;
+        }
+        let rest = self.chain.flush(Instant::now());
+        self.fan_out.send_all(rest).await;
+        tracing::debug!(pipeline = %self.id, "pipeline drained");
+    }
+}
+
+impl<T: Telemetry> FanOut<T> {
+    /// Hands every batch to every exporter, waiting while a queue is full.
+    async fn send_all(&self, batches: Vec<T>) {
+        for batch in batches {
+            let Some(((last_name, last), others)) = self.outputs.split_last() else {
+                return;
+            };
+            for (name, output) in others {
+                self.send(name, output, batch.clone()).await;
+            }
+            self.send(last_name, last, batch).await;
+        }
+    }
+
+    async fn send(&self, exporter: &str, output: &QueueSender<T>, batch: T) {
+        if let Err(batch) = output.send(batch).await {
+            // Only reachable if the exporter's consumers stopped early, which they do
+            // not: the loss is still reported rather than hidden.
+            tracing::error!(pipeline = %self.pipeline, %exporter, items = batch.item_count(),
+                "sending queue closed; batch lost");
+        }
+    }
+}
+
+fn build_processor<T: Telemetry>(
+    name: &str,
+    config: &ProcessorConfig,
+) -> Result<Box<dyn Processor<T>>, ConfigError> {
+    Ok(match config {
+        ProcessorConfig::Batch(batch) => Box::new(BatchProcessor::new(batch.clone())),
+        ProcessorConfig::Resource(resource) => {
+            Box::new(ResourceProcessor::new(resource).map_err(|e| {
+                ConfigError::new(format!("processors.{name}.{}", e.field), e.message)
+            })?)
+        }
+    })
+}
+
+fn start_exporter<T: Telemetry>(
+    name: &str,
+    config: &ExporterConfig,
+    metrics: opscope_exporters::QueueMetrics,
+    abort: CancellationToken,
+) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
+    let at = |e: opscope_processors::config::FieldError| {
+        ConfigError::new(format!("exporters.{name}.{}", e.field), e.message)
+    };
+    Ok(match config {
+        ExporterConfig::Otlp(otlp) => {
+            let exporter = GrpcExporter::new(otlp).map_err(at)?;
+            SendingQueue::start(
+                name,
+                exporter,
+                &otlp.sending_queue,
+                &otlp.retry_on_failure,
+                metrics,
+                abort,
+            )
+        }
+        ExporterConfig::OtlpHttp(otlp) => {
+            let exporter = HttpExporter::new(otlp).map_err(at)?;
+            SendingQueue::start(
+                name,
+                exporter,
+                &otlp.sending_queue,
+                &otlp.retry_on_failure,
+                metrics,
+                abort,
+            )
+        }
+        ExporterConfig::Debug(debug) => {
+            let exporter = DebugExporter::new(name, debug);
+            SendingQueue::start(
+                name,
+                exporter,
+                &QueueConfig::default(),
+                &RetryConfig::default(),
+                metrics,
+                abort,
+            )
+        }
+    })
+}

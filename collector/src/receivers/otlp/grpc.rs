@@ -1,0 +1,230 @@
+//! OTLP/gRPC: the three `Export` services, gzip and zstd accepted, requests above
+//! the size limit answered RESOURCE_EXHAUSTED.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use opscope_processors::{Telemetry, TelemetryKind};
+use opscope_proto::otlp::collector::logs::v1::logs_service_server::{
+    LogsService, LogsServiceServer,
+};
+use opscope_proto::otlp::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opscope_proto::otlp::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opscope_proto::otlp::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opscope_proto::otlp::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opscope_proto::otlp::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use tokio::net::TcpListener;
+use tonic::codec::CompressionEncoding;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use super::refusal_message;
+use crate::pipeline::{Consumer, Refusal};
+use crate::receivers::ReceiverContext;
+use crate::self_telemetry::ReceiverMetrics;
+
+/// How long a refused client is asked to wait before retrying.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+struct ExportService<T> {
+    consumer: Consumer<T>,
+    metrics: ReceiverMetrics,
+}
+
+impl<T: Telemetry> ExportService<T> {
+    fn new(consumer: Consumer<T>, context: &ReceiverContext) -> Self {
+        let metrics = context.telemetry.receiver(T::KIND, &context.id, "grpc");
+        Self { consumer, metrics }
+    }
+
+    fn accept(&self, request: Request<T>) -> Result<Response<T::Response>, Status> {
+        let data = request.into_inner();
+        let items = data.item_count();
+        match self.consumer.push(data) {
+            Ok(()) => {
+                self.metrics.accepted(items);
+                Ok(Response::new(T::Response::default()))
+            }
+            Err(refusal) => {
+                self.metrics.refused(refusal.reason(), items);
+                Err(refusal_status(refusal))
+            }
+        }
+    }
+}
+
+/// UNAVAILABLE with a retry delay is what OTLP clients retry; the other refusals
+/// are not worth retrying against this receiver.
+fn refusal_status(refusal: Refusal) -> Status {
+    let message = refusal_message(refusal);
+    match refusal {
+        Refusal::Full | Refusal::Closed => Status::with_error_details(
+            Code::Unavailable,
+            message,
+            ErrorDetails::with_retry_info(Some(RETRY_DELAY)),
+        ),
+        Refusal::NoPipeline => Status::unimplemented(message),
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for ExportService<ExportTraceServiceRequest> {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        self.accept(request)
+    }
+}
+
+#[tonic::async_trait]
+impl LogsService for ExportService<ExportLogsServiceRequest> {
+    async fn export(
+        &self,
+        request: Request<ExportLogsServiceRequest>,
+    ) -> Result<Response<ExportLogsServiceResponse>, Status> {
+        self.accept(request)
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for ExportService<ExportMetricsServiceRequest> {
+    async fn export(
+        &self,
+        request: Request<ExportMetricsServiceRequest>,
+    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        self.accept(request)
+    }
+}
+
+pub fn serve(
+    listener: TcpListener,
+    max_message_bytes: usize,
+    context: &ReceiverContext,
+) -> impl Future<Output = ()> + Send + 'static {
+    let consumers = &context.consumers;
+    let gzip = CompressionEncoding::Gzip;
+    let zstd = CompressionEncoding::Zstd;
+    let traces = TraceServiceServer::new(ExportService::new(consumers.traces.clone(), context))
+        .accept_compressed(gzip)
+        .accept_compressed(zstd)
+        .max_decoding_message_size(max_message_bytes);
+    let logs = LogsServiceServer::new(ExportService::new(consumers.logs.clone(), context))
+        .accept_compressed(gzip)
+        .accept_compressed(zstd)
+        .max_decoding_message_size(max_message_bytes);
+    let metrics = MetricsServiceServer::new(ExportService::new(consumers.metrics.clone(), context))
+        .accept_compressed(gzip)
+        .accept_compressed(zstd)
+        .max_decoding_message_size(max_message_bytes);
+    let oversize = OversizeLayer {
+        metrics: TelemetryKind::ALL
+            .map(|kind| context.telemetry.receiver(kind, &context.id, "grpc")),
+    };
+    let router = Server::builder()
+        .layer(oversize)
+        .add_service(traces)
+        .add_service(logs)
+        .add_service(metrics);
+    let shutdown = context.shutdown.clone();
+    let id = context.id.clone();
+    async move {
+        let incoming = TcpIncoming::from(listener);
+        if let Err(err) = router
+            .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+            .await
+        {
+            tracing::error!(receiver = %id, %err, "OTLP/gRPC server failed");
+        }
+    }
+}
+
+/// Answers over-size requests RESOURCE_EXHAUSTED, as OTLP asks, and counts them.
+/// tonic refuses a frame above the limit with OUT_OF_RANGE before any service
+/// code runs, so the status is corrected on the way out.
+#[derive(Clone)]
+struct OversizeLayer {
+    metrics: [ReceiverMetrics; 3],
+}
+
+impl<S> tower_layer::Layer<S> for OversizeLayer {
+    type Service = Oversize<S>;
+
+    fn layer(&self, inner: S) -> Oversize<S> {
+        Oversize {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Oversize<S> {
+    inner: S,
+    metrics: [ReceiverMetrics; 3],
+}
+
+const GRPC_STATUS: &str = "grpc-status";
+const TOO_LARGE_FRAME: &str = "Error, decoded message length too large";
+const TOO_LARGE_DECOMPRESSED: &str = "Error decompressing: size limit";
+
+impl<S, B, R> tower_service::Service<http::Request<B>> for Oversize<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let metrics =
+            kind_of_path(request.uri().path()).map(|kind| self.metrics[kind.index()].clone());
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = response.await?;
+            let headers = response.headers_mut();
+            let message = headers
+                .get("grpc-message")
+                .and_then(|m| m.to_str().ok())
+                .unwrap_or_default();
+            let decoded = percent_encoding::percent_decode_str(message).decode_utf8_lossy();
+            let too_large =
+                decoded.starts_with(TOO_LARGE_FRAME) || decoded.starts_with(TOO_LARGE_DECOMPRESSED);
+            if too_large {
+                let code = http::HeaderValue::from(Code::ResourceExhausted as i32);
+                headers.insert(GRPC_STATUS, code);
+                if let Some(metrics) = metrics {
+                    metrics.refused("too_large", 0);
+                }
+            }
+            Ok(response)
+        })
+    }
+}
+
+fn kind_of_path(path: &str) -> Option<TelemetryKind> {
+    TelemetryKind::ALL.into_iter().find(|kind| match kind {
+        TelemetryKind::Traces => path == ExportTraceServiceRequest::GRPC_PATH,
+        TelemetryKind::Logs => path == ExportLogsServiceRequest::GRPC_PATH,
+        TelemetryKind::Metrics => path == ExportMetricsServiceRequest::GRPC_PATH,
+    })
+}

@@ -1,0 +1,218 @@
+//! OTLP/HTTP: `POST /v1/traces`, `/v1/logs`, `/v1/metrics` with protobuf or JSON
+//! bodies, gzip or zstd content encoding, answered in the request's content type.
+
+use std::future::Future;
+
+use axum::Router;
+use axum::body::{Body, Bytes, to_bytes};
+use axum::extract::State;
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use opscope_processors::Telemetry;
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+use opscope_proto::prost::Message;
+use tokio::net::TcpListener;
+use tower_http::decompression::RequestDecompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+
+use super::refusal_message;
+use crate::pipeline::{Consumer, Refusal};
+use crate::receivers::ReceiverContext;
+use crate::self_telemetry::ReceiverMetrics;
+
+const PROTOBUF: &str = "application/x-protobuf";
+const JSON: &str = "application/json";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Protobuf,
+    Json,
+}
+
+impl Format {
+    fn of(headers: &HeaderMap) -> Option<Self> {
+        let content_type = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+        let essence = content_type.split(';').next()?.trim();
+        if essence.eq_ignore_ascii_case(PROTOBUF) {
+            Some(Self::Protobuf)
+        } else if essence.eq_ignore_ascii_case(JSON) {
+            Some(Self::Json)
+        } else {
+            None
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Self::Protobuf => PROTOBUF,
+            Self::Json => JSON,
+        }
+    }
+
+    fn decode<T: Telemetry>(self, body: &[u8]) -> Result<T, String> {
+        match self {
+            Self::Protobuf => {
+                T::decode(body).map_err(|e| format!("undecodable OTLP/protobuf body: {e}"))
+            }
+            Self::Json => {
+                serde_json::from_slice(body).map_err(|e| format!("undecodable OTLP/JSON body: {e}"))
+            }
+        }
+    }
+
+    /// The answer to an accepted request: an empty export response.
+    fn success_body<T: Telemetry>(self) -> Vec<u8> {
+        match self {
+            Self::Protobuf => T::Response::default().encode_to_vec(),
+            Self::Json => b"{}".to_vec(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Endpoint<T> {
+    consumer: Consumer<T>,
+    metrics: ReceiverMetrics,
+    max_body: usize,
+}
+
+pub fn serve(
+    listener: TcpListener,
+    max_body: usize,
+    context: &ReceiverContext,
+) -> impl Future<Output = ()> + Send + 'static {
+    let consumers = &context.consumers;
+    let router = Router::new()
+        .merge(route::<ExportTraceServiceRequest>(
+            consumers.traces.clone(),
+            max_body,
+            context,
+        ))
+        .merge(route::<ExportLogsServiceRequest>(
+            consumers.logs.clone(),
+            max_body,
+            context,
+        ))
+        .merge(route::<ExportMetricsServiceRequest>(
+            consumers.metrics.clone(),
+            max_body,
+            context,
+        ))
+        .layer(RequestDecompressionLayer::new())
+        .layer(RequestBodyLimitLayer::new(max_body));
+    let shutdown = context.shutdown.clone();
+    let id = context.id.clone();
+    async move {
+        let server =
+            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
+        if let Err(err) = server.await {
+            tracing::error!(receiver = %id, %err, "OTLP/HTTP server failed");
+        }
+    }
+}
+
+fn route<T: Telemetry>(
+    consumer: Consumer<T>,
+    max_body: usize,
+    context: &ReceiverContext,
+) -> Router {
+    let endpoint = Endpoint {
+        consumer,
+        metrics: context.telemetry.receiver(T::KIND, &context.id, "http"),
+        max_body,
+    };
+    Router::new().route(T::HTTP_PATH, post(export::<T>).with_state(endpoint))
+}
+
+async fn export<T: Telemetry>(
+    State(endpoint): State<Endpoint<T>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(format) = Format::of(&headers) else {
+        endpoint.metrics.refused("unsupported_media_type", 0);
+        let message = format!("Content-Type must be {PROTOBUF} or {JSON}");
+        return (StatusCode::UNSUPPORTED_MEDIA_TYPE, message).into_response();
+    };
+    let body = match read_body(body, endpoint.max_body).await {
+        Ok(body) => body,
+        Err((status, reason, message)) => {
+            endpoint.metrics.refused(reason, 0);
+            return error(format, status, message);
+        }
+    };
+    let data: T = match format.decode(&body) {
+        Ok(data) => data,
+        Err(message) => {
+            endpoint.metrics.refused("bad_request", 0);
+            return error(format, StatusCode::BAD_REQUEST, message);
+        }
+    };
+    let items = data.item_count();
+    match endpoint.consumer.push(data) {
+        Ok(()) => {
+            endpoint.metrics.accepted(items);
+            (
+                [(CONTENT_TYPE, format.content_type())],
+                format.success_body::<T>(),
+            )
+                .into_response()
+        }
+        Err(refusal) => {
+            endpoint.metrics.refused(refusal.reason(), items);
+            let status = match refusal {
+                Refusal::Full | Refusal::Closed => StatusCode::SERVICE_UNAVAILABLE,
+                Refusal::NoPipeline => StatusCode::NOT_FOUND,
+            };
+            let mut response = error(format, status, refusal_message(refusal).to_string());
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                response.headers_mut().insert(RETRY_AFTER, 1.into());
+            }
+            response
+        }
+    }
+}
+
+/// Reads the (already decompressed) body up to the limit.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, (StatusCode, &'static str, String)> {
+    to_bytes(body, limit).await.map_err(|err| {
+        let too_large = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
+            .any(|e| e.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            let message = format!("request body exceeds {limit} bytes (after decompression)");
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+        } else {
+            (
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("unreadable request body: {err}"),
+            )
+        }
+    })
+}
+
+/// An OTLP error answer: a `google.rpc.Status` in the request's format.
+fn error(format: Format, status: StatusCode, message: String) -> Response {
+    let code = match status {
+        StatusCode::SERVICE_UNAVAILABLE => tonic::Code::Unavailable,
+        StatusCode::PAYLOAD_TOO_LARGE => tonic::Code::ResourceExhausted,
+        StatusCode::NOT_FOUND => tonic::Code::Unimplemented,
+        _ => tonic::Code::InvalidArgument,
+    };
+    let body = match format {
+        Format::Protobuf => tonic_types::pb::Status {
+            code: code as i32,
+            message,
+            details: Vec::new(),
+        }
+        .encode_to_vec(),
+        Format::Json => serde_json::json!({ "code": code as i32, "message": message })
+            .to_string()
+            .into_bytes(),
+    };
+    (status, [(CONTENT_TYPE, format.content_type())], body).into_response()
+}

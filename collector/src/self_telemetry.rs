@@ -1,0 +1,211 @@
+//! opscope's own metrics (`opscope_receiver_*`, `opscope_exporter_*`), served in the
+//! Prometheus/OpenMetrics text format on `service.telemetry.metrics.address`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use opscope_exporters::QueueMetrics;
+use opscope_exporters::queue::Labels;
+use opscope_processors::TelemetryKind;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// One family per signal type, indexed by [`TelemetryKind`].
+type PerKind<M> = [Family<Labels, M>; 3];
+
+pub struct SelfTelemetry {
+    registry: Registry,
+    accepted: PerKind<Counter>,
+    refused: PerKind<Counter>,
+    refused_requests: Family<Labels, Counter>,
+    sent: PerKind<Counter>,
+    send_failed: PerKind<Counter>,
+    queue_size: Family<Labels, Gauge>,
+    queue_capacity: Family<Labels, Gauge>,
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl SelfTelemetry {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("opscope");
+        let mut per_kind = |what: &str, help: &str| -> PerKind<Counter> {
+            let families = TelemetryKind::ALL.map(|_| Family::<Labels, Counter>::default());
+            for (kind, family) in TelemetryKind::ALL.iter().zip(&families) {
+                let item = kind.item_name();
+                registry.register(
+                    what.replace("{item}", item),
+                    help.replace("{item}", item),
+                    family.clone(),
+                );
+            }
+            families
+        };
+        let accepted = per_kind(
+            "receiver_accepted_{item}",
+            "{item} accepted by a receiver and handed to the pipeline",
+        );
+        let refused = per_kind(
+            "receiver_refused_{item}",
+            "{item} a receiver refused, by reason",
+        );
+        let sent = per_kind("exporter_sent_{item}", "{item} an exporter delivered");
+        let send_failed = per_kind(
+            "exporter_send_failed_{item}",
+            "{item} an exporter gave up on, by reason",
+        );
+        let refused_requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "receiver_refused_requests",
+            "Requests a receiver refused, by signal and reason (including undecodable ones)",
+            refused_requests.clone(),
+        );
+        let queue_size = Family::<Labels, Gauge>::default();
+        registry.register(
+            "exporter_queue_size",
+            "Batches waiting in an exporter's sending queue",
+            queue_size.clone(),
+        );
+        let queue_capacity = Family::<Labels, Gauge>::default();
+        registry.register(
+            "exporter_queue_capacity",
+            "Batches an exporter's sending queue holds",
+            queue_capacity.clone(),
+        );
+        Self {
+            registry,
+            accepted,
+            refused,
+            refused_requests,
+            sent,
+            send_failed,
+            queue_size,
+            queue_capacity,
+        }
+    }
+
+    pub fn receiver(
+        &self,
+        kind: TelemetryKind,
+        receiver: &str,
+        transport: &str,
+    ) -> ReceiverMetrics {
+        let base = labels(&[("receiver", receiver), ("transport", transport)]);
+        let mut request_labels = base.clone();
+        request_labels.push(("signal".into(), kind.name().into()));
+        ReceiverMetrics {
+            accepted: self.accepted[kind.index()].get_or_create(&base).clone(),
+            refused: self.refused[kind.index()].clone(),
+            refused_requests: self.refused_requests.clone(),
+            labels: base,
+            request_labels,
+        }
+    }
+
+    pub fn exporter_queue(
+        &self,
+        kind: TelemetryKind,
+        exporter: &str,
+        pipeline: &str,
+    ) -> QueueMetrics {
+        let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
+        QueueMetrics {
+            sent_items: self.sent[kind.index()].get_or_create(&base).clone(),
+            failed_items: self.send_failed[kind.index()].clone(),
+            queue_size: self.queue_size.get_or_create(&base).clone(),
+            queue_capacity: self.queue_capacity.get_or_create(&base).clone(),
+            labels: base,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new().route("/metrics", get(serve)).with_state(self)
+    }
+}
+
+async fn serve(State(telemetry): State<Arc<SelfTelemetry>>) -> impl IntoResponse {
+    ([(CONTENT_TYPE, OPENMETRICS)], telemetry.render())
+}
+
+/// The series one receiver updates for one signal type and transport.
+#[derive(Clone)]
+pub struct ReceiverMetrics {
+    accepted: Counter,
+    refused: Family<Labels, Counter>,
+    refused_requests: Family<Labels, Counter>,
+    labels: Labels,
+    request_labels: Labels,
+}
+
+impl ReceiverMetrics {
+    pub fn accepted(&self, items: usize) {
+        self.accepted.inc_by(items as u64);
+    }
+
+    /// Counts a refused request and its items (0 when it could not be decoded).
+    pub fn refused(&self, reason: &str, items: usize) {
+        let with_reason = |labels: &Labels| {
+            let mut labels = labels.clone();
+            labels.push(("reason".into(), reason.into()));
+            labels
+        };
+        self.refused_requests
+            .get_or_create(&with_reason(&self.request_labels))
+            .inc();
+        if items > 0 {
+            self.refused
+                .get_or_create(&with_reason(&self.labels))
+                .inc_by(items as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_named_per_signal_type() {
+        let telemetry = SelfTelemetry::new();
+        telemetry
+            .receiver(TelemetryKind::Logs, "otlp", "grpc")
+            .accepted(3);
+        telemetry
+            .receiver(TelemetryKind::Traces, "otlp", "http")
+            .refused("pipeline_full", 2);
+        telemetry
+            .exporter_queue(TelemetryKind::Metrics, "otlp/sink", "metrics")
+            .queue_capacity
+            .set(10);
+        let text = telemetry.render();
+        assert!(text.contains("opscope_receiver_accepted_log_records_total{receiver=\"otlp\",transport=\"grpc\"} 3"), "{text}");
+        assert!(text.contains("opscope_receiver_refused_spans_total{receiver=\"otlp\",transport=\"http\",reason=\"pipeline_full\"} 2"), "{text}");
+        assert!(
+            text.contains(
+                "opscope_exporter_queue_capacity{exporter=\"otlp/sink\",pipeline=\"metrics\"} 10"
+            ),
+            "{text}"
+        );
+    }
+}

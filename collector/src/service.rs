@@ -1,0 +1,204 @@
+//! The running agent: builds pipelines, exporters and receivers from a config,
+//! serves health and self-telemetry, and shuts down in order (stop receiving,
+//! drain the pipelines, deliver what is queued within the shutdown timeout).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use opscope_exporters::SendingQueue;
+use opscope_processors::Telemetry;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec};
+use crate::extensions::health_check::{self, Readiness};
+use crate::pipeline::{Consumer, Pipeline};
+use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
+use crate::self_telemetry::SelfTelemetry;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Receiver(#[from] ReceiverError),
+    #[error("{what}: cannot listen on {address}: {source}")]
+    Bind {
+        what: &'static str,
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+/// Runs the agent until `stop` completes, then shuts down gracefully.
+pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), ServiceError> {
+    let telemetry = Arc::new(SelfTelemetry::new());
+    let abort_exports = CancellationToken::new();
+    let stop_receiving = CancellationToken::new();
+    let stop_servers = CancellationToken::new();
+
+    let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
+    let mut pipelines = JoinSet::new();
+    let mut queues = Vec::new();
+    for spec in config.pipelines() {
+        let (task, mut sending) = match spec.kind {
+            opscope_processors::TelemetryKind::Traces => build(
+                &config,
+                &spec,
+                &telemetry,
+                &abort_exports,
+                &mut consumers,
+                |c| &mut c.traces,
+            )?,
+            opscope_processors::TelemetryKind::Logs => build(
+                &config,
+                &spec,
+                &telemetry,
+                &abort_exports,
+                &mut consumers,
+                |c| &mut c.logs,
+            )?,
+            opscope_processors::TelemetryKind::Metrics => build(
+                &config,
+                &spec,
+                &telemetry,
+                &abort_exports,
+                &mut consumers,
+                |c| &mut c.metrics,
+            )?,
+        };
+        pipelines.spawn(task);
+        queues.append(&mut sending);
+    }
+
+    let mut servers = JoinSet::new();
+    let readiness = Readiness::default();
+    serve_extensions(&config, &readiness, &telemetry, &stop_servers, &mut servers).await?;
+
+    let mut receiving = JoinSet::new();
+    for (id, receiver) in &config.receivers {
+        let context = ReceiverContext {
+            id: id.clone(),
+            consumers: consumers.remove(id).unwrap_or_default(),
+            telemetry: Arc::clone(&telemetry),
+            shutdown: stop_receiving.clone(),
+        };
+        receivers::start(receiver, context, &mut receiving).await?;
+    }
+    drop(consumers);
+    readiness.set(true);
+    tracing::info!("opscope is ready");
+
+    stop.await;
+    tracing::info!("shutting down: receivers stop, queued data is delivered");
+    readiness.set(false);
+    stop_receiving.cancel();
+    let deadline = tokio::time::Instant::now() + config.service.shutdown_timeout;
+    let drained = tokio::time::timeout_at(deadline, async {
+        while receiving.join_next().await.is_some() {}
+        while pipelines.join_next().await.is_some() {}
+        for queue in queues.drain(..) {
+            queue.join().await;
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::error!(
+            timeout = ?config.service.shutdown_timeout,
+            "shutdown timeout reached; what is still queued is dropped and counted"
+        );
+        abort_exports.cancel();
+        receiving.abort_all();
+        pipelines.abort_all();
+        for queue in queues {
+            queue.join().await;
+        }
+    }
+    stop_servers.cancel();
+    while servers.join_next().await.is_some() {}
+    tracing::info!("opscope stopped");
+    Ok(())
+}
+
+type PipelineTask = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Builds one pipeline of signal type `T` and registers its input with the
+/// consumers of the receivers it lists.
+fn build<T: Telemetry>(
+    config: &Config,
+    spec: &PipelineSpec<'_>,
+    telemetry: &SelfTelemetry,
+    abort: &CancellationToken,
+    consumers: &mut BTreeMap<String, Consumers>,
+    consumer_of: fn(&mut Consumers) -> &mut Consumer<T>,
+) -> Result<(PipelineTask, Vec<SendingQueue>), ConfigError> {
+    let processors: Vec<_> = spec
+        .config
+        .processors
+        .iter()
+        .filter_map(|id| config.processors.get(id).map(|p| (id.as_str(), p)))
+        .collect();
+    let exporters: Vec<_> = spec
+        .config
+        .exporters
+        .iter()
+        .filter_map(|id| config.exporters.get(id).map(|e| (id.as_str(), e)))
+        .collect();
+    let (pipeline, input, queues): (Pipeline<T>, mpsc::Sender<T>, _) =
+        Pipeline::build(spec.id, &processors, &exporters, telemetry, abort)?;
+    for receiver in &spec.config.receivers {
+        consumer_of(consumers.entry(receiver.clone()).or_default()).add_input(input.clone());
+    }
+    Ok((Box::pin(pipeline.run()), queues))
+}
+
+async fn serve_extensions(
+    config: &Config,
+    readiness: &Readiness,
+    telemetry: &Arc<SelfTelemetry>,
+    stop: &CancellationToken,
+    servers: &mut JoinSet<()>,
+) -> Result<(), ServiceError> {
+    let address = &config.service.telemetry.metrics.address;
+    let listener = bind("service.telemetry.metrics", address).await?;
+    servers.spawn(serve_http(
+        listener,
+        Arc::clone(telemetry).router(),
+        stop.clone(),
+    ));
+    for id in &config.service.extensions {
+        if let Some(ExtensionConfig::HealthCheck(health)) = config.extensions.get(id) {
+            let listener = bind("extensions.health_check", &health.endpoint).await?;
+            servers.spawn(serve_http(
+                listener,
+                health_check::router(readiness.clone()),
+                stop.clone(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn bind(what: &'static str, address: &str) -> Result<TcpListener, ServiceError> {
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|source| ServiceError::Bind {
+            what,
+            address: address.to_string(),
+            source,
+        })?;
+    if let Ok(local) = listener.local_addr() {
+        tracing::info!(%what, address = %local, "listening");
+    }
+    Ok(listener)
+}
+
+async fn serve_http(listener: TcpListener, router: axum::Router, stop: CancellationToken) {
+    let server = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned());
+    if let Err(err) = server.await {
+        tracing::error!(%err, "HTTP server failed");
+    }
+}
