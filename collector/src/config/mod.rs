@@ -5,7 +5,7 @@
 pub mod components;
 pub mod env;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -141,6 +141,7 @@ impl Config {
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigErrors> {
         let mut errors = Vec::new();
+        let mut invalid = BTreeSet::new();
         let mut document: Value = serde_saphyr::from_str(text)
             .map_err(|err| ConfigErrors(vec![ConfigError::new("(yaml)", err.to_string())]))?;
         env::expand(&mut document, "", lookup, &mut errors);
@@ -154,24 +155,28 @@ impl Config {
         let receivers = read_section(
             section("receivers"),
             "receivers",
+            &mut invalid,
             ReceiverConfig::parse,
             &mut errors,
         );
         let processors = read_section(
             section("processors"),
             "processors",
+            &mut invalid,
             ProcessorConfig::parse,
             &mut errors,
         );
         let exporters = read_section(
             section("exporters"),
             "exporters",
+            &mut invalid,
             ExporterConfig::parse,
             &mut errors,
         );
         let extensions = read_section(
             section("extensions"),
             "extensions",
+            &mut invalid,
             ExtensionConfig::parse,
             &mut errors,
         );
@@ -205,7 +210,7 @@ impl Config {
             extensions,
             service,
         };
-        config.check_service(&mut errors);
+        config.check_service(&invalid, &mut errors);
         if errors.is_empty() {
             Ok(config)
         } else {
@@ -238,7 +243,10 @@ impl Config {
         )
     }
 
-    fn check_service(&self, errors: &mut Vec<ConfigError>) {
+    /// Checks the service section; references to components that exist but are
+    /// invalid (`invalid`, as `section.id`) were reported already.
+    fn check_service(&self, invalid: &BTreeSet<String>, errors: &mut Vec<ConfigError>) {
+        let known = |section: &str, id: &str| invalid.contains(&format!("{section}.{id}"));
         if self.service.pipelines.is_empty() {
             errors.push(ConfigError::new(
                 "service.pipelines",
@@ -263,26 +271,26 @@ impl Config {
                 &path,
                 "receivers",
                 &pipeline.receivers,
-                |r| self.receivers.contains_key(r),
+                |r| self.receivers.contains_key(r) || known("receivers", r),
                 errors,
             );
             check_references(
                 &path,
                 "processors",
                 &pipeline.processors,
-                |p| self.processors.contains_key(p),
+                |p| self.processors.contains_key(p) || known("processors", p),
                 errors,
             );
             check_references(
                 &path,
                 "exporters",
                 &pipeline.exporters,
-                |e| self.exporters.contains_key(e),
+                |e| self.exporters.contains_key(e) || known("exporters", e),
                 errors,
             );
         }
         for (index, id) in self.service.extensions.iter().enumerate() {
-            if !self.extensions.contains_key(id) {
+            if !self.extensions.contains_key(id) && !known("extensions", id) {
                 errors.push(ConfigError::new(
                     format!("service.extensions[{index}]"),
                     format!("extension \"{id}\" is not defined under extensions"),
@@ -351,6 +359,7 @@ pub fn check_listen_address(address: &str) -> Result<(), String> {
 fn read_section<C>(
     section: Value,
     name: &str,
+    invalid: &mut BTreeSet<String>,
     parse: fn(&str, Value, &str) -> Result<C, ConfigError>,
     errors: &mut Vec<ConfigError>,
 ) -> BTreeMap<String, C> {
@@ -376,7 +385,10 @@ fn read_section<C>(
             Ok(component) => {
                 components.insert(id, component);
             }
-            Err(error) => errors.push(error),
+            Err(error) => {
+                errors.push(error);
+                invalid.insert(path);
+            }
         }
     }
     components

@@ -1,1 +1,213 @@
+//! Config reading: the embedded default, env expansion, and a table of bad configs
+//! each reported at its path.
 
+use super::*;
+
+const BASE: &str = r#"
+receivers:
+  otlp:
+    protocols:
+      grpc:
+      http:
+        endpoint: 127.0.0.1:4318
+processors:
+  batch:
+exporters:
+  otlp/jaeger:
+    endpoint: jaeger:4317
+    tls: { insecure: true }
+  debug:
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [otlp/jaeger, debug]
+"#;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn errors_of(yaml: &str) -> Vec<String> {
+    match Config::from_yaml(yaml, &no_env) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors.0.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn embedded_default_is_valid_and_listens_on_localhost() {
+    let config =
+        Config::from_yaml(DEFAULT_CONFIG, &no_env).expect("the embedded default validates");
+    let kinds: Vec<_> = config.pipelines().map(|p| p.kind).collect();
+    assert_eq!(kinds.len(), 3);
+    let ReceiverConfig::Otlp(otlp) = &config.receivers["otlp"];
+    assert_eq!(
+        otlp.protocols.grpc.as_ref().map(|g| g.endpoint.as_str()),
+        Some("127.0.0.1:4317")
+    );
+    assert_eq!(
+        otlp.protocols.http.as_ref().map(|h| h.endpoint.as_str()),
+        Some("127.0.0.1:4318")
+    );
+    assert_eq!(config.service.telemetry.metrics.address, "127.0.0.1:8888");
+    assert!(matches!(
+        config.exporters["debug"],
+        ExporterConfig::Debug(_)
+    ));
+}
+
+#[test]
+fn base_config_is_valid_with_collector_defaults() {
+    let config = Config::from_yaml(BASE, &no_env).expect("valid");
+    let ReceiverConfig::Otlp(otlp) = &config.receivers["otlp"];
+    let grpc = otlp
+        .protocols
+        .grpc
+        .as_ref()
+        .expect("an empty grpc: section enables gRPC");
+    assert_eq!(grpc.max_message_bytes(), 4 * 1024 * 1024);
+    let ExporterConfig::Otlp(jaeger) = &config.exporters["otlp/jaeger"] else {
+        panic!("otlp/jaeger is an otlp exporter");
+    };
+    assert_eq!(jaeger.sending_queue.queue_size, 1000);
+    assert_eq!(
+        jaeger.retry_on_failure.max_elapsed_time,
+        Duration::from_secs(300)
+    );
+    assert_eq!(config.service.shutdown_timeout, Duration::from_secs(10));
+}
+
+#[test]
+fn env_references_are_expanded_before_typing() {
+    let yaml = BASE.replace("jaeger:4317", "${env:JAEGER}").replace(
+        "processors:\n  batch:",
+        "processors:\n  batch:\n    send_batch_size: ${env:BATCH:-100}",
+    );
+    let lookup = |name: &str| (name == "JAEGER").then(|| "collector.example:4317".to_string());
+    let config = Config::from_yaml(&yaml, &lookup).expect("valid");
+    let ExporterConfig::Otlp(jaeger) = &config.exporters["otlp/jaeger"] else {
+        panic!("otlp exporter");
+    };
+    assert_eq!(jaeger.endpoint, "collector.example:4317");
+    let ProcessorConfig::Batch(batch) = &config.processors["batch"] else {
+        panic!("batch processor");
+    };
+    assert_eq!(batch.send_batch_size, 100);
+}
+
+/// Each bad config, the text its error must start with.
+const BAD: &[(&str, &str, &str)] = &[
+    (
+        "endpoint: jaeger:4317",
+        "endpoint: htp://x",
+        "exporters.otlp/jaeger.endpoint: invalid URL \"htp://x\"",
+    ),
+    (
+        "tls: { insecure: true }",
+        "tls: { insecure: true, bogus: 1 }",
+        "exporters.otlp/jaeger.tls.bogus: unknown field `bogus`",
+    ),
+    (
+        "  debug:\n",
+        "  debug:\n  kafka:\n",
+        "exporters.kafka: unknown exporter type \"kafka\"",
+    ),
+    (
+        "  batch:\n",
+        "  batch:\n    timeout: soon\n",
+        "processors.batch.timeout: invalid duration \"soon\"",
+    ),
+    (
+        "  batch:\n",
+        "  batch:\n    send_batch_size: 10\n    send_batch_max_size: 5\n",
+        "processors.batch.send_batch_max_size:",
+    ),
+    (
+        "exporters: [otlp/jaeger, debug]",
+        "exporters: [otlp/zipkin]",
+        "service.pipelines.traces.exporters[0]: \"otlp/zipkin\" is not defined",
+    ),
+    (
+        "receivers: [otlp]",
+        "receivers: [filelog]",
+        "service.pipelines.traces.receivers[0]: \"filelog\" is not defined",
+    ),
+    (
+        "    traces:\n",
+        "    profiles:\n",
+        "service.pipelines.profiles: unknown pipeline type \"profiles\"",
+    ),
+    (
+        "endpoint: 127.0.0.1:4318",
+        "endpoint: 127.0.0.1",
+        "receivers.otlp.protocols.http.endpoint: invalid address",
+    ),
+    (
+        "      grpc:\n",
+        "      grpc:\n        max_recv_msg_size_mb: 4\n",
+        "receivers.otlp.protocols.grpc.max_recv_msg_size_mb: unknown field `max_recv_msg_size_mb`",
+    ),
+    (
+        "endpoint: jaeger:4317",
+        "endpoint: ${env:NOT_SET}",
+        "exporters.otlp/jaeger.endpoint: environment variable NOT_SET is not set",
+    ),
+    (
+        "tls: { insecure: true }",
+        "tls: { insecure: true }\n    sending_queue: { queue_size: 0 }",
+        "exporters.otlp/jaeger.sending_queue.queue_size: must be at least 1",
+    ),
+    (
+        "tls: { insecure: true }",
+        "tls: { insecure: true }\n    compression: lz4",
+        "exporters.otlp/jaeger.compression: unknown variant `lz4`",
+    ),
+    (
+        "tls: { insecure: true }",
+        "tls: { insecure: true }\n    retry_on_failure: { max_elapsed_time: 5 }",
+        "exporters.otlp/jaeger.retry_on_failure.max_elapsed_time: duration 5 has no unit",
+    ),
+    (
+        "service:\n",
+        "extras: 1\nservice:\n  extensions: [health_check]\n",
+        "extras: unknown key",
+    ),
+    (
+        "service:\n",
+        "service:\n  extensions: [health_check]\n",
+        "service.extensions[0]: extension \"health_check\" is not defined",
+    ),
+];
+
+#[test]
+fn bad_configs_name_the_path_of_the_problem() {
+    for (from, to, expected) in BAD {
+        assert!(
+            BASE.contains(from),
+            "fixture {from:?} not in the base config"
+        );
+        let yaml = BASE.replacen(from, to, 1);
+        let errors = errors_of(&yaml);
+        assert!(
+            errors.iter().any(|e| e.starts_with(expected)),
+            "config with {to:?}: expected an error starting with {expected:?}, got {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn every_problem_is_reported_not_only_the_first() {
+    let yaml = BASE
+        .replace("endpoint: jaeger:4317", "endpoint: htp://x")
+        .replace("receivers: [otlp]", "receivers: [nope]");
+    assert_eq!(errors_of(&yaml).len(), 2, "{:?}", errors_of(&yaml));
+}
+
+#[test]
+fn yaml_syntax_errors_are_reported() {
+    let errors = errors_of("receivers: [unclosed\n");
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].starts_with("(yaml):"), "{errors:?}");
+}
