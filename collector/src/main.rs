@@ -1,5 +1,6 @@
 //! The `opscope` command line.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -76,6 +77,7 @@ fn run(path: Option<PathBuf>) -> anyhow::Result<()> {
         .context("service.telemetry.logs.level")?;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

@@ -96,31 +96,55 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     tracing::info!("shutting down: receivers stop, queued data is delivered");
     readiness.set(false);
     stop_receiving.cancel();
+    let mut draining = Draining {
+        receiving,
+        pipelines,
+        queues,
+    };
     let deadline = tokio::time::Instant::now() + config.service.shutdown_timeout;
-    let drained = tokio::time::timeout_at(deadline, async {
-        while receiving.join_next().await.is_some() {}
-        while pipelines.join_next().await.is_some() {}
-        for queue in queues.drain(..) {
-            queue.join().await;
-        }
-    })
-    .await;
-    if drained.is_err() {
+    if tokio::time::timeout_at(deadline, draining.finish())
+        .await
+        .is_err()
+    {
         tracing::error!(
             timeout = ?config.service.shutdown_timeout,
             "shutdown timeout reached; what is still queued is dropped and counted"
         );
+        // Consumers now count what they hold as dropped, which frees the pipelines.
         abort_exports.cancel();
-        receiving.abort_all();
-        pipelines.abort_all();
-        for queue in queues {
-            queue.join().await;
+        if tokio::time::timeout(LAST_GRACE, draining.finish())
+            .await
+            .is_err()
+        {
+            tracing::error!("stopping tasks that did not finish after the shutdown timeout");
         }
     }
     stop_servers.cancel();
     while servers.join_next().await.is_some() {}
     tracing::info!("opscope stopped");
     Ok(())
+}
+
+/// How long, after the shutdown timeout, tasks get to count what they drop.
+const LAST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Everything that has to finish, in order, for a clean shutdown.
+struct Draining {
+    receiving: JoinSet<()>,
+    pipelines: JoinSet<()>,
+    queues: Vec<SendingQueue>,
+}
+
+impl Draining {
+    /// Waits for receivers to stop, pipelines to drain and queues to deliver. Can be
+    /// abandoned and called again: it only waits by reference.
+    async fn finish(&mut self) {
+        while self.receiving.join_next().await.is_some() {}
+        while self.pipelines.join_next().await.is_some() {}
+        for queue in &mut self.queues {
+            queue.join().await;
+        }
+    }
 }
 
 type PipelineTask = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;

@@ -146,7 +146,7 @@ impl SendingQueue {
     }
 
     /// Waits until the consumers have finished.
-    pub async fn join(mut self) {
+    pub async fn join(&mut self) {
         while self.consumers.join_next().await.is_some() {}
     }
 }

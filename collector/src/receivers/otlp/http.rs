@@ -17,7 +17,6 @@ use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::prost::Message;
 use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
-use tower_http::limit::RequestBodyLimitLayer;
 
 use super::refusal_message;
 use crate::pipeline::{Consumer, Refusal};
@@ -102,8 +101,7 @@ pub fn serve(
             max_body,
             context,
         ))
-        .layer(RequestDecompressionLayer::new())
-        .layer(RequestBodyLimitLayer::new(max_body));
+        .layer(RequestDecompressionLayer::new());
     let shutdown = context.shutdown.clone();
     let id = context.id.clone();
     async move {
@@ -177,7 +175,8 @@ async fn export<T: Telemetry>(
     }
 }
 
-/// Reads the (already decompressed) body up to the limit.
+/// Reads the body, decompressed on the fly, up to the limit: the limit applies to
+/// the inflated size, so a small compressed bomb is cut off early.
 async fn read_body(body: Body, limit: usize) -> Result<Bytes, (StatusCode, &'static str, String)> {
     to_bytes(body, limit).await.map_err(|err| {
         let too_large = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
