@@ -1,0 +1,72 @@
+//! The command line: `validate` on good and bad configs, `--version`.
+
+use std::process::{Command, Output};
+
+fn opscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(args)
+        .output()
+        .expect("run the opscope binary")
+}
+
+fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), text).expect("write config");
+    file
+}
+
+#[test]
+fn validate_accepts_the_shipped_default_with_a_one_line_summary() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/default.yaml");
+    let output = opscope(&["validate", "-c", path]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.contains("valid; 1 receiver(s), 1 processor(s), 1 exporter(s), 3 pipeline(s)"), "{stdout}");
+}
+
+#[test]
+fn validate_lists_every_error_with_its_path_and_exits_1() {
+    let file = config_file(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc:
+exporters:
+  otlp/jaeger:
+    endpoint: "htp://x"
+  debug:
+    verbosity: loud
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [otlp/jaeger, zipkin]
+"#,
+    );
+    let output = opscope(&["validate", "-c", &file.path().display().to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "exporters.otlp/jaeger.endpoint: invalid URL \"htp://x\"",
+        "exporters.debug.verbosity: unknown variant `loud`",
+        "service.pipelines.traces.exporters[1]: \"zipkin\" is not defined under exporters",
+    ] {
+        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+    }
+}
+
+#[test]
+fn validate_reports_an_unreadable_file() {
+    let output = opscope(&["validate", "-c", "/nonexistent/opscope.yaml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/opscope.yaml: cannot read"));
+}
+
+#[test]
+fn version_is_printed() {
+    let output = opscope(&["--version"]);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("opscope "));
+}
