@@ -40,6 +40,12 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+impl Default for SelfTelemetry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl SelfTelemetry {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("opscope");

@@ -86,10 +86,10 @@ pub fn split_vec_front<C: Splittable>(children: &mut Vec<C>, n: usize) -> Vec<C>
     }
     let mut front: Vec<C> = children.drain(..whole).collect();
     let rest = n - taken_items;
-    if rest > 0 {
-        if let Some(straddling) = children.first_mut() {
-            front.push(straddling.split_front(rest));
-        }
+    if rest > 0
+        && let Some(straddling) = children.first_mut()
+    {
+        front.push(straddling.split_front(rest));
     }
     front
 }

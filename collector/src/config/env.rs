@@ -46,11 +46,10 @@ fn typed(original: &str, expanded: String) -> Value {
     let whole_reference = original.starts_with("${")
         && original.ends_with('}')
         && original.matches("${").count() == 1;
-    if whole_reference {
-        match serde_saphyr::from_str::<Value>(&expanded) {
-            Ok(scalar @ (Value::Bool(_) | Value::Number(_))) => return scalar,
-            _ => {}
-        }
+    if whole_reference
+        && let Ok(scalar @ (Value::Bool(_) | Value::Number(_))) = serde_saphyr::from_str(&expanded)
+    {
+        return scalar;
     }
     Value::String(expanded)
 }

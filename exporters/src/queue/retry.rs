@@ -50,7 +50,7 @@ impl RetryConfig {
                 "must not be smaller than initial_interval",
             ));
         }
-        if !(self.multiplier >= 1.0) {
+        if self.multiplier.is_nan() || self.multiplier < 1.0 {
             return Err(FieldError::new("multiplier", "must be at least 1"));
         }
         if !(0.0..=1.0).contains(&self.randomization_factor) {
