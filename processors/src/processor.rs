@@ -79,3 +79,69 @@ impl<T> ProcessorChain<T> {
         batches
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{BatchConfig, BatchProcessor};
+    use crate::telemetry::Telemetry;
+    use crate::telemetry::tests::traces;
+    use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+    use std::time::Duration;
+
+    /// Counts what passes through it.
+    struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Processor<ExportTraceServiceRequest> for Counting {
+        fn process(
+            &mut self,
+            data: ExportTraceServiceRequest,
+            _: Instant,
+            out: &mut Vec<ExportTraceServiceRequest>,
+        ) {
+            self.0
+                .fetch_add(data.item_count(), std::sync::atomic::Ordering::SeqCst);
+            out.push(data);
+        }
+    }
+
+    #[test]
+    fn data_released_at_a_deadline_passes_through_the_rest_of_the_chain() {
+        let seen = std::sync::Arc::default();
+        let batch = BatchProcessor::new(BatchConfig {
+            send_batch_size: 100,
+            send_batch_max_size: 0,
+            timeout: Duration::from_millis(10),
+        });
+        let mut chain = ProcessorChain::new(vec![
+            Box::new(batch),
+            Box::new(Counting(std::sync::Arc::clone(&seen))),
+        ]);
+        let start = Instant::now();
+        assert!(chain.process(traces(1, 3), start).is_empty());
+        assert_eq!(chain.deadline(), Some(start + Duration::from_millis(10)));
+        assert!(chain.on_deadline(start).is_empty(), "not due yet");
+        let released = chain.on_deadline(start + Duration::from_millis(10));
+        assert_eq!(released.iter().map(Telemetry::item_count).sum::<usize>(), 3);
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(chain.deadline(), None);
+    }
+
+    #[test]
+    fn flush_empties_every_processor() {
+        let batch = BatchProcessor::new(BatchConfig::default());
+        let mut chain: ProcessorChain<ExportTraceServiceRequest> =
+            ProcessorChain::new(vec![Box::new(batch)]);
+        let now = Instant::now();
+        chain.process(traces(2, 2), now);
+        assert_eq!(
+            chain
+                .flush(now)
+                .iter()
+                .map(Telemetry::item_count)
+                .sum::<usize>(),
+            4
+        );
+        assert!(chain.flush(now).is_empty());
+    }
+}
