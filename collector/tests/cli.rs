@@ -19,10 +19,17 @@ fn config_file(text: &str) -> tempfile::NamedTempFile {
 fn validate_accepts_the_shipped_default_with_a_one_line_summary() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/default.yaml");
     let output = opscope(&["validate", "-c", path]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
-    assert!(stdout.contains("valid; 1 receiver(s), 1 processor(s), 1 exporter(s), 3 pipeline(s)"), "{stdout}");
+    assert!(
+        stdout.contains("valid; 1 receiver(s), 1 processor(s), 1 exporter(s), 3 pipeline(s)"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -53,7 +60,10 @@ service:
         "exporters.debug.verbosity: unknown variant `loud`",
         "service.pipelines.traces.exporters[1]: \"zipkin\" is not defined under exporters",
     ] {
-        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
     }
 }
 
@@ -61,7 +71,9 @@ service:
 fn validate_reports_an_unreadable_file() {
     let output = opscope(&["validate", "-c", "/nonexistent/opscope.yaml"]);
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/opscope.yaml: cannot read"));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("/nonexistent/opscope.yaml: cannot read")
+    );
 }
 
 #[test]

@@ -298,7 +298,7 @@ mod tests {
             delivered: Mutex::new(0),
         });
         let metrics = QueueMetrics::default();
-        let (sender, queue) = SendingQueue::start(
+        let (sender, mut queue) = SendingQueue::start(
             "test",
             Arc::clone(&exporter),
             &QueueConfig::default(),

@@ -1,0 +1,197 @@
+//! `Opscope`: the agent binary run as a child process on a temporary config, killed on drop.
+use std::fs::{self, File};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use super::{http_get, wait_until};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct Opscope {
+    child: Child,
+    dir: TempDir,
+}
+
+impl Opscope {
+    /// Starts `opscope run -c` on `config` and waits until `GET http://{health_addr}/readyz`
+    /// answers 200; panics if that takes more than 30 s or the agent exits first.
+    pub fn start(config: &str, health_addr: &str) -> Self {
+        let mut opscope = Self::spawn(config);
+        opscope.wait_ready(health_addr);
+        opscope
+    }
+
+    /// Starts `opscope run -c` on `config` without waiting for it to become ready.
+    pub fn spawn(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("create a temp dir");
+        let config_path = dir.path().join("opscope.yaml");
+        fs::write(&config_path, config).expect("write the config");
+        let output =
+            |name: &str| File::create(dir.path().join(name)).expect("create an output file");
+        let child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .arg("run")
+            .arg("-c")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(output("stdout.log"))
+            .stderr(output("stderr.log"))
+            .spawn()
+            .expect("spawn the opscope binary");
+        Opscope { child, dir }
+    }
+
+    fn wait_ready(&mut self, health_addr: &str) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("poll the opscope process") {
+                panic!("opscope exited with {status} before it was ready");
+            }
+            if http_get(health_addr, "/readyz").is_ok_and(|response| response.status == 200) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "opscope was not ready on {health_addr} within {READY_TIMEOUT:?}"
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Scrapes `GET http://{metrics_addr}/metrics` and sums the samples named `family`
+    /// (e.g. `opscope_receiver_accepted_spans_total`) whose labels include all of
+    /// `labels`; 0 when there is none.
+    pub fn metric_value(&self, metrics_addr: &str, family: &str, labels: &[(&str, &str)]) -> f64 {
+        let response = http_get(metrics_addr, "/metrics")
+            .unwrap_or_else(|error| panic!("scrape http://{metrics_addr}/metrics: {error}"));
+        assert_eq!(response.status, 200, "scrape answered {}", response.text());
+        sum_samples(&response.text(), family, labels)
+    }
+
+    /// Polls [`Self::metric_value`] until it equals `expected` or `timeout` passes, and
+    /// returns the last value seen (counters are updated asynchronously to the data flow).
+    pub fn wait_for_metric(
+        &self,
+        metrics_addr: &str,
+        family: &str,
+        labels: &[(&str, &str)],
+        expected: f64,
+        timeout: Duration,
+    ) -> f64 {
+        let mut value = 0.0;
+        wait_until(timeout, || {
+            value = self.metric_value(metrics_addr, family, labels);
+            value == expected
+        });
+        value
+    }
+
+    pub fn sigterm(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits in pid_t");
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child,
+        // which is not reaped before `wait_exit` or drop.
+        let result = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(result, 0, "kill -TERM {pid}");
+    }
+
+    /// Waits up to `timeout` for the agent to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let mut status = None;
+        wait_until(timeout, || {
+            status = self.child.try_wait().expect("poll the opscope process");
+            status.is_some()
+        });
+        status
+    }
+
+    /// Everything the agent printed so far.
+    pub fn logs(&self) -> String {
+        let read = |name: &str| fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        format!(
+            "--- opscope stdout ---\n{}--- opscope stderr ---\n{}",
+            read("stdout.log"),
+            read("stderr.log")
+        )
+    }
+}
+
+impl Drop for Opscope {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+    }
+}
+
+/// Sums the values of the OpenMetrics/Prometheus text samples named `name` whose labels
+/// include every pair of `wanted`.
+pub fn sum_samples(exposition: &str, name: &str, wanted: &[(&str, &str)]) -> f64 {
+    exposition
+        .lines()
+        .filter_map(parse_sample)
+        .filter(|sample| sample.name == name)
+        .filter(|sample| {
+            wanted
+                .iter()
+                .all(|&(key, value)| sample.labels.iter().any(|(k, v)| k == key && v == value))
+        })
+        .map(|sample| sample.value)
+        .fold(0.0, |total, value| total + value) // `sum()` of nothing is -0.0
+}
+
+struct Sample<'a> {
+    name: &'a str,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+/// Parses `name{label="value",...} value [timestamp]`; `None` for comments and blank lines.
+fn parse_sample(line: &str) -> Option<Sample<'_>> {
+    if line.starts_with('#') || line.trim().is_empty() {
+        return None;
+    }
+    let name_end = line.find(['{', ' '])?;
+    let (name, mut rest) = line.split_at(name_end);
+    let mut labels = Vec::new();
+    if let Some(after_brace) = rest.strip_prefix('{') {
+        rest = after_brace;
+        loop {
+            rest = rest.trim_start_matches([' ', ',']);
+            if let Some(after_labels) = rest.strip_prefix('}') {
+                rest = after_labels;
+                break;
+            }
+            let (key, quoted) = rest.split_once("=\"")?;
+            let (value, after_value) = unescape_label_value(quoted)?;
+            labels.push((key.trim().to_owned(), value));
+            rest = after_value;
+        }
+    }
+    let value = rest.split_whitespace().next()?.parse().ok()?;
+    Some(Sample {
+        name,
+        labels,
+        value,
+    })
+}
+
+/// Reads a label value up to its closing quote; returns it and the text after the quote.
+fn unescape_label_value(quoted: &str) -> Option<(String, &str)> {
+    let mut value = String::new();
+    let mut chars = quoted.char_indices();
+    while let Some((index, c)) = chars.next() {
+        match c {
+            '"' => return Some((value, &quoted[index + 1..])),
+            '\\' => match chars.next()?.1 {
+                'n' => value.push('\n'),
+                escaped => value.push(escaped),
+            },
+            c => value.push(c),
+        }
+    }
+    None
+}

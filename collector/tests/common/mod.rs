@@ -1,0 +1,115 @@
+//! Integration-test harness: runs the opscope binary, talks HTTP to it and stands in for its downstream.
+#![allow(dead_code)] // each test binary uses its own subset of the harness
+
+mod agent;
+mod http;
+mod sink;
+
+// Not every test binary uses every item.
+#[allow(unused_imports)]
+pub use agent::{Opscope, sum_samples};
+#[allow(unused_imports)]
+pub use http::{HttpResponse, http_get, http_post};
+#[allow(unused_imports)]
+pub use sink::{Behaviour, OtlpSink, Received};
+
+use std::net::TcpListener;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A loopback port that was free a moment ago (bound to port 0, then released).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The loopback ports one opscope instance listens on.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    pub grpc: u16,
+    pub http: u16,
+    pub health: u16,
+    pub metrics: u16,
+}
+
+impl Ports {
+    pub fn free() -> Self {
+        Ports {
+            grpc: free_port(),
+            http: free_port(),
+            health: free_port(),
+            metrics: free_port(),
+        }
+    }
+
+    /// URL of the OTLP/gRPC receiver, as an SDK exporter wants it.
+    pub fn grpc_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.grpc)
+    }
+
+    /// Base URL of the OTLP/HTTP receiver (append `/v1/traces` etc.).
+    pub fn http_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http)
+    }
+
+    pub fn http_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http)
+    }
+
+    pub fn health_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.health)
+    }
+
+    pub fn metrics_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.metrics)
+    }
+
+    /// A complete config: the OTLP receiver on both protocols, a short batch, and one
+    /// exporter named `exporter` (e.g. `otlp/sink`) with `settings` given as a YAML flow
+    /// mapping (e.g. `{ endpoint: http://127.0.0.1:4317, compression: gzip }`), used by
+    /// the traces, logs and metrics pipelines; health check and self-telemetry enabled.
+    pub fn config(&self, exporter: &str, settings: &str) -> String {
+        format!(
+            r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: 127.0.0.1:{grpc} }}
+      http: {{ endpoint: 127.0.0.1:{http} }}
+processors:
+  batch: {{ timeout: 50ms, send_batch_size: 512 }}
+exporters:
+  {exporter}: {settings}
+extensions:
+  health_check: {{ endpoint: 127.0.0.1:{health} }}
+service:
+  extensions: [health_check]
+  shutdown_timeout: 10s
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [batch], exporters: [{exporter}] }}
+    logs: {{ receivers: [otlp], processors: [batch], exporters: [{exporter}] }}
+    metrics: {{ receivers: [otlp], processors: [batch], exporters: [{exporter}] }}
+  telemetry:
+    metrics: {{ address: 127.0.0.1:{metrics} }}
+"#,
+            grpc = self.grpc,
+            http = self.http,
+            health = self.health,
+            metrics = self.metrics,
+        )
+    }
+}
