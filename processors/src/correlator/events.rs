@@ -1,0 +1,218 @@
+//! The events the correlator works on, extracted from tagged records. Every event
+//! carries its event time; object events carry the object they are about.
+
+use std::time::Duration;
+
+use crate::kinds::plural_of_kind;
+
+/// Event time: nanoseconds since the Unix epoch.
+pub type Nanos = u64;
+
+pub const NANOS_PER_SECOND: u64 = 1_000_000_000;
+
+/// An object as sources describe it. Any of `kind`/`resource` may be known.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    pub group: String,
+    /// `RayJob`; empty when only the resource is known.
+    pub kind: String,
+    /// `rayjobs`; empty when only the kind is known.
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What identifies an object across sources: namespace, lowercase plural
+/// resource, name. The group is left out because many sources do not give it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub resource: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn key(&self) -> ObjectKey {
+        let resource = if self.resource.is_empty() {
+            plural_of_kind(&self.kind)
+        } else {
+            self.resource.to_ascii_lowercase()
+        };
+        ObjectKey {
+            namespace: self.namespace.clone(),
+            resource,
+            name: self.name.clone(),
+        }
+    }
+
+    /// Enough to identify an object: a name and a kind or resource.
+    pub fn is_known(&self) -> bool {
+        !self.name.is_empty() && !(self.kind.is_empty() && self.resource.is_empty())
+    }
+
+    /// Fills what this reference lacks from another reference to the same object.
+    pub fn merge(&mut self, other: &ObjectRef) {
+        for (mine, theirs) in [
+            (&mut self.group, &other.group),
+            (&mut self.kind, &other.kind),
+            (&mut self.resource, &other.resource),
+        ] {
+            if mine.is_empty() && !theirs.is_empty() {
+                mine.clone_from(theirs);
+            }
+        }
+    }
+
+    /// `Kind namespace/name` (or the resource when the kind is unknown).
+    pub fn display(&self) -> String {
+        let kind = if self.kind.is_empty() {
+            &self.resource
+        } else {
+            &self.kind
+        };
+        if self.namespace.is_empty() {
+            format!("{kind} {}", self.name)
+        } else {
+            format!("{kind} {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// The operator a record belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct OperatorRef {
+    pub name: String,
+    /// The operator's own namespace.
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Object(ObjectEvent),
+    Gauge(GaugeEvent),
+}
+
+impl Event {
+    pub fn time(&self) -> Nanos {
+        match self {
+            Event::Object(event) => event.time,
+            Event::Gauge(event) => event.time,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectEvent {
+    pub time: Nanos,
+    pub object: ObjectRef,
+    pub operator: OperatorRef,
+    pub kind: ObjectEventKind,
+    /// Where to look: `trace <id>`, `reconcile <id>`, `file.log:123`.
+    pub evidence: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectEventKind {
+    Reconcile(Reconcile),
+    Write(Write),
+    State(ObjectState),
+    /// The object was deleted.
+    Gone,
+}
+
+/// A reconcile of the object, or news about one already seen (same id): records of
+/// one reconcile arrive separately, and its outcome often comes last.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reconcile {
+    pub controller: String,
+    /// The operator pod that ran it.
+    pub instance: String,
+    /// Empty when the source has no id; then every record is one reconcile.
+    pub reconcile_id: String,
+    pub trace_id: String,
+    /// When the reconcile began, when known (a span's start).
+    pub start: Option<Nanos>,
+    pub duration: Option<Duration>,
+    pub outcome: Outcome,
+    pub generation: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Outcome {
+    /// This record does not say how the reconcile ended.
+    #[default]
+    Unknown,
+    Ok,
+    /// Failed, with a short error text.
+    Error(String),
+    Requeue,
+    RequeueAfter(Duration),
+}
+
+/// A write to the object through the API server (or an attempt: `code` says).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Write {
+    /// The user or service account that wrote; empty when unknown.
+    pub actor: String,
+    pub instance: String,
+    /// create, update, patch, delete.
+    pub verb: String,
+    /// `status`, or empty for the main resource.
+    pub subresource: String,
+    /// HTTP status code; 0 when unknown.
+    pub code: u16,
+    pub reconcile_id: String,
+    pub generation: Option<i64>,
+    pub resource_version: Option<String>,
+    /// `path=hash` digest of the written status leaves, when the body is known.
+    pub status_digest: Vec<String>,
+}
+
+/// What a record showed of the object's metadata.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectState {
+    pub generation: Option<i64>,
+    pub observed_generation: Option<i64>,
+    pub resource_version: Option<String>,
+    pub deletion_timestamp: Option<Nanos>,
+    /// `None` when the record does not show finalizers, `Some(empty)` when it shows none.
+    pub finalizers: Option<Vec<String>>,
+}
+
+/// A runtime measurement of one operator instance (`workqueue_depth`,
+/// `go_goroutines`, `process_resident_memory_bytes`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaugeEvent {
+    pub time: Nanos,
+    pub operator: OperatorRef,
+    pub instance: String,
+    pub name: String,
+    pub value: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_and_resource_name_the_same_object() {
+        let from_log = ObjectRef {
+            kind: "RayJob".into(),
+            namespace: "ml".into(),
+            name: "train".into(),
+            ..Default::default()
+        };
+        let from_conflict = ObjectRef {
+            group: "ray.io".into(),
+            resource: "rayjobs".into(),
+            namespace: "ml".into(),
+            name: "train".into(),
+            ..Default::default()
+        };
+        assert_eq!(from_log.key(), from_conflict.key());
+        let mut merged = from_log.clone();
+        merged.merge(&from_conflict);
+        assert_eq!(merged.group, "ray.io");
+        assert_eq!(merged.display(), "RayJob ml/train");
+    }
+}

@@ -1,0 +1,109 @@
+//! Signals: what the correlator concludes, with cause, figures, evidence and a hint.
+
+use std::collections::BTreeMap;
+
+use super::events::{Nanos, ObjectRef, OperatorRef};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SignalType {
+    ReconcileLoop,
+    WriteConflict,
+    FinalizerLeak,
+    ResourceLeak,
+}
+
+impl SignalType {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ReconcileLoop => "reconcile_loop",
+            Self::WriteConflict => "write_conflict",
+            Self::FinalizerLeak => "finalizer_leak",
+            Self::ResourceLeak => "resource_leak",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Warning,
+    /// At ten times the threshold.
+    Critical,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Warning => "warning",
+            Self::Critical => "critical",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalState {
+    Firing,
+    Resolved,
+}
+
+/// At most this many evidence references travel with a signal.
+pub const MAX_EVIDENCE: usize = 5;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signal {
+    /// Stable for one (signal, object): the same id from firing to resolved.
+    pub id: String,
+    pub signal: SignalType,
+    /// `self_triggered_status_write`, `stale_cache`, `field_churn:status.lastSyncTime`, ...
+    pub cause: String,
+    pub severity: Severity,
+    pub state: SignalState,
+    /// The object; for `resource_leak`, the operator pod (kind `Pod`).
+    pub object: ObjectRef,
+    pub operator: OperatorRef,
+    pub controller: String,
+    pub first_seen: Nanos,
+    pub last_seen: Nanos,
+    /// Measured figures: `reconciles_per_minute`, `conflicts`, `age_seconds`, `slope_per_minute`, ...
+    pub figures: BTreeMap<String, f64>,
+    /// Up to [`MAX_EVIDENCE`] references: `trace <id>`, `reconcile <id>`, `file.log:123`.
+    pub evidence: Vec<String>,
+    /// The usual remedy.
+    pub hint: String,
+}
+
+impl Signal {
+    /// The id of the signal of type `signal` about `subject` (an object key or instance).
+    pub fn id_for(signal: SignalType, subject: &str) -> String {
+        format!("{}:{subject}", signal.name())
+    }
+
+    /// One line for people: `critical reconcile_loop RayJob ml/train (self_triggered_status_write) ...`.
+    pub fn summary(&self) -> String {
+        let figures: Vec<String> = self
+            .figures
+            .iter()
+            .map(|(name, value)| format!("{name}={}", format_figure(*value)))
+            .collect();
+        let state = match self.state {
+            SignalState::Firing => "FIRING",
+            SignalState::Resolved => "RESOLVED",
+        };
+        format!(
+            "{state} {} {} {} operator={} cause={} {}",
+            self.severity.name(),
+            self.signal.name(),
+            self.object.display(),
+            self.operator.name,
+            self.cause,
+            figures.join(" ")
+        )
+    }
+}
+
+fn format_figure(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{}", value as i64)
+    } else {
+        format!("{value:.2}")
+    }
+}

@@ -1,0 +1,79 @@
+//! One object, whatever a source calls it: a Kind (`RayJob`), a resource
+//! (`rayjobs`, `rayjobs.ray.io`) or a URL segment. Everything is matched on the
+//! lowercase plural resource name, derived from a Kind the way Kubernetes does for
+//! CRDs, with the irregular built-in kinds listed.
+
+/// Built-in kinds whose plural is not the regular one.
+const IRREGULAR: &[(&str, &str)] = &[
+    ("endpoints", "endpoints"),
+    ("podsecuritypolicy", "podsecuritypolicies"),
+    ("ingress", "ingresses"),
+    ("networkpolicy", "networkpolicies"),
+    ("priorityclass", "priorityclasses"),
+    ("storageclass", "storageclasses"),
+    ("runtimeclass", "runtimeclasses"),
+    ("ingressclass", "ingressclasses"),
+];
+
+/// The lowercase plural resource name of a Kind (`RayJob` → `rayjobs`,
+/// `NetworkPolicy` → `networkpolicies`, `Ingress` → `ingresses`).
+pub fn plural_of_kind(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if let Some((_, plural)) = IRREGULAR.iter().find(|(k, _)| *k == lower) {
+        return (*plural).to_string();
+    }
+    if lower.ends_with('s')
+        || lower.ends_with('x')
+        || lower.ends_with("ch")
+        || lower.ends_with("sh")
+    {
+        return format!("{lower}es");
+    }
+    if let Some(stem) = lower.strip_suffix('y') {
+        if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) {
+            return format!("{stem}ies");
+        }
+    }
+    format!("{lower}s")
+}
+
+/// Splits `rayjobs.ray.io` into (`rayjobs`, `ray.io`); a bare resource has no group.
+pub fn split_qualified_resource(qualified: &str) -> (String, String) {
+    match qualified.split_once('.') {
+        Some((resource, group)) => (resource.to_ascii_lowercase(), group.to_string()),
+        None => (qualified.to_ascii_lowercase(), String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plurals_follow_kubernetes() {
+        for (kind, plural) in [
+            ("RayJob", "rayjobs"),
+            ("Pod", "pods"),
+            ("NetworkPolicy", "networkpolicies"),
+            ("Ingress", "ingresses"),
+            ("Endpoints", "endpoints"),
+            ("Gateway", "gateways"),
+            ("Mailbox", "mailboxes"),
+            ("Batch", "batches"),
+        ] {
+            assert_eq!(plural_of_kind(kind), plural, "{kind}");
+        }
+    }
+
+    #[test]
+    fn qualified_resources_split_at_the_first_dot() {
+        assert_eq!(
+            split_qualified_resource("rayjobs.ray.io"),
+            ("rayjobs".into(), "ray.io".into())
+        );
+        assert_eq!(
+            split_qualified_resource("pods"),
+            ("pods".into(), String::new())
+        );
+    }
+}
