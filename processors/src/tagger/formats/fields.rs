@@ -1,0 +1,459 @@
+//! The key → fact rules shared by every structured shape (zap JSON and console context,
+//! klog and logfmt pairs, tracing fields, OTLP log attributes): first match wins.
+
+use serde_json::{Map, Value};
+
+use super::outcome::LogOutcome;
+use super::{Level, LogFacts, kube_rs};
+use crate::semconv;
+use crate::timestamp::{epoch_seconds_from_f64, parse_timestamp};
+
+/// A structured field's value, borrowed from the record it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldValue<'a> {
+    Str(&'a str),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    /// A nested object, such as zap's `"RayJob": {"name": "train", "namespace": "ml"}`.
+    Object(Vec<(&'a str, FieldValue<'a>)>),
+}
+
+impl<'a> FieldValue<'a> {
+    /// The value of a JSON field; `None` for null and arrays, which no rule reads.
+    pub fn from_json(value: &'a Value) -> Option<FieldValue<'a>> {
+        Some(match value {
+            Value::String(text) => FieldValue::Str(text),
+            Value::Number(number) => match number.as_i64() {
+                Some(int) => FieldValue::Int(int),
+                None => FieldValue::Float(number.as_f64()?),
+            },
+            Value::Bool(flag) => FieldValue::Bool(*flag),
+            Value::Object(object) => FieldValue::Object(json_fields(object).collect()),
+            Value::Null | Value::Array(_) => return None,
+        })
+    }
+
+    fn as_str(&self) -> Option<&'a str> {
+        match self {
+            FieldValue::Str(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            FieldValue::Int(int) => Some(*int as f64),
+            FieldValue::Float(float) => Some(*float),
+            FieldValue::Str(text) => text.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The `(namespace, name)` of an object value (`{"name": .., "namespace": ..}`).
+    fn object_name(&self) -> Option<(Option<&'a str>, &'a str)> {
+        let FieldValue::Object(entries) = self else {
+            return None;
+        };
+        let string_of = |wanted: &str| {
+            entries
+                .iter()
+                .find(|(key, _)| *key == wanted)
+                .and_then(|(_, value)| value.as_str())
+        };
+        Some((string_of("namespace"), string_of("name")?))
+    }
+
+    /// The `(namespace, name)` of an object value or of a `namespace/name` string.
+    fn object_or_path_name(&self) -> Option<(Option<&'a str>, &'a str)> {
+        self.object_name()
+            .or_else(|| split_namespaced(self.as_str()?))
+    }
+}
+
+/// The fields of a JSON object, in the shape `facts_from_fields` reads.
+pub fn json_fields(object: &Map<String, Value>) -> impl Iterator<Item = (&str, FieldValue<'_>)> {
+    object
+        .iter()
+        .filter_map(|(key, value)| Some((key.as_str(), FieldValue::from_json(value)?)))
+}
+
+/// `namespace/name`, or just `name` for a cluster-scoped object.
+pub fn split_namespaced(path: &str) -> Option<(Option<&str>, &str)> {
+    match path.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+            Some((Some(namespace), name))
+        }
+        Some(_) => None,
+        None if path.is_empty() => None,
+        None => Some((None, path)),
+    }
+}
+
+/// Fills the facts still unset in `facts` from a structured record's fields, reading
+/// the controller-runtime, kube-rs, klog and opscope key names (see `rule_for`), then
+/// infers the outcome from the message if no field stated it.
+pub fn facts_from_fields<'a>(
+    fields: impl IntoIterator<Item = (&'a str, FieldValue<'a>)>,
+    facts: &mut LogFacts,
+) {
+    let mut found = Found::default();
+    for (key, value) in fields {
+        found.note(key, value);
+    }
+    found.resolve_kind_keyed_object();
+    found.fill(facts);
+    facts.infer_outcome();
+}
+
+/// A fact a field can state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fact {
+    Time,
+    Level,
+    Logger,
+    Message,
+    ReconcileId,
+    Controller,
+    Group,
+    Kind,
+    Namespace,
+    Name,
+    Error,
+    Result,
+    RequeueAfterSeconds,
+}
+
+/// What a key means: a fact with its rank among the keys stating it (lower wins), or
+/// a value that names the object.
+enum Rule {
+    States(Fact, u8),
+    /// `object`: `{"name","namespace"}` or `"namespace/name"`.
+    Object,
+    /// controller-runtime's old `request`: `"namespace/name"` or `"name"`.
+    Request,
+    /// kube-rs `object.ref`: `Kind.version.group/name.namespace`.
+    KubeObjectRef,
+}
+
+/// Ranks of the sources of an object's namespace and name, in the design's order.
+const RANK_OWN_ATTRIBUTE: u8 = 0;
+const RANK_KIND_KEYED_OBJECT: u8 = 1;
+const RANK_NAME_KEYS: u8 = 2;
+const RANK_OBJECT_KEY: u8 = 3;
+const RANK_REQUEST_KEY: u8 = 4;
+const RANK_KUBE_OBJECT_REF: u8 = 5;
+/// Rank of a Kind taken from the key of an object-valued field (`"RayJob": {..}`).
+const RANK_KIND_FROM_KEY: u8 = 3;
+
+fn rule_for(key: &str) -> Option<Rule> {
+    let states = |fact, rank| Some(Rule::States(fact, rank));
+    match key {
+        "ts" | "time" | "timestamp" => states(Fact::Time, 0),
+        "level" | "lvl" | "severity" => states(Fact::Level, 0),
+        "logger" => states(Fact::Logger, 0),
+        "target" => states(Fact::Logger, 1),
+        "msg" => states(Fact::Message, 0),
+        "message" => states(Fact::Message, 1),
+        semconv::RECONCILE_ID => states(Fact::ReconcileId, 0),
+        "reconcile_id" => states(Fact::ReconcileId, 1),
+        "reconcileID" => states(Fact::ReconcileId, 2),
+        semconv::CONTROLLER => states(Fact::Controller, 0),
+        "controller" => states(Fact::Controller, 1),
+        semconv::OBJECT_GROUP => states(Fact::Group, RANK_OWN_ATTRIBUTE),
+        "controllerGroup" => states(Fact::Group, 1),
+        "reconciler group" | "reconcilerGroup" => states(Fact::Group, 2),
+        semconv::OBJECT_KIND => states(Fact::Kind, RANK_OWN_ATTRIBUTE),
+        "controllerKind" => states(Fact::Kind, 1),
+        "reconciler kind" | "reconcilerKind" => states(Fact::Kind, 2),
+        semconv::OBJECT_NAMESPACE => states(Fact::Namespace, RANK_OWN_ATTRIBUTE),
+        "namespace" => states(Fact::Namespace, RANK_NAME_KEYS),
+        semconv::OBJECT_NAME => states(Fact::Name, RANK_OWN_ATTRIBUTE),
+        "name" => states(Fact::Name, RANK_NAME_KEYS),
+        semconv::RECONCILE_ERROR => states(Fact::Error, 0),
+        "error" => states(Fact::Error, 1),
+        "err" => states(Fact::Error, 2),
+        semconv::RECONCILE_RESULT => states(Fact::Result, 0),
+        semconv::RECONCILE_REQUEUE_AFTER => states(Fact::RequeueAfterSeconds, 0),
+        "object" => Some(Rule::Object),
+        "request" => Some(Rule::Request),
+        "object.ref" => Some(Rule::KubeObjectRef),
+        _ => None,
+    }
+}
+
+/// The candidates for each fact met so far, and the unrecognised fields that may be
+/// controller-runtime's `<Kind>: {name, namespace}`.
+#[derive(Default)]
+struct Found<'a> {
+    candidates: Vec<(Fact, u8, FieldValue<'a>)>,
+    kind_keyed: Vec<(&'a str, FieldValue<'a>)>,
+}
+
+impl<'a> Found<'a> {
+    fn note(&mut self, key: &'a str, value: FieldValue<'a>) {
+        match rule_for(key) {
+            Some(Rule::States(fact, rank)) => self.candidates.push((fact, rank, value)),
+            Some(Rule::Object) => self.note_object(RANK_OBJECT_KEY, &value),
+            Some(Rule::Request) => self.note_object(RANK_REQUEST_KEY, &value),
+            Some(Rule::KubeObjectRef) => self.note_kube_object_ref(&value),
+            None if matches!(value, FieldValue::Object(_) | FieldValue::Str(_)) => {
+                self.kind_keyed.push((key, value));
+            }
+            None => {}
+        }
+    }
+
+    fn note_object(&mut self, rank: u8, value: &FieldValue<'a>) {
+        if let Some((namespace, name)) = value.object_or_path_name() {
+            self.note_namespaced(rank, namespace, name);
+        }
+    }
+
+    fn note_namespaced(&mut self, rank: u8, namespace: Option<&'a str>, name: &'a str) {
+        if let Some(namespace) = namespace {
+            self.push_str(Fact::Namespace, rank, namespace);
+        }
+        self.push_str(Fact::Name, rank, name);
+    }
+
+    fn note_kube_object_ref(&mut self, value: &FieldValue<'a>) {
+        let Some(object) = value.as_str().and_then(kube_rs::parse_object_ref) else {
+            return;
+        };
+        self.push_str(Fact::Kind, RANK_KUBE_OBJECT_REF, object.kind);
+        if !object.group.is_empty() {
+            self.push_str(Fact::Group, RANK_KUBE_OBJECT_REF, object.group);
+        }
+        self.note_namespaced(RANK_KUBE_OBJECT_REF, object.namespace, object.name);
+    }
+
+    fn push_str(&mut self, fact: Fact, rank: u8, text: &'a str) {
+        self.candidates.push((fact, rank, FieldValue::Str(text)));
+    }
+
+    /// The field keyed by the Kind (`"RayJob": {..}`, klog's `RayJob="ml/train"`, any
+    /// case); without a Kind, the first object-valued field, whose key is then the Kind.
+    fn resolve_kind_keyed_object(&mut self) {
+        let named = match self.best_str(Fact::Kind) {
+            Some(kind) => self
+                .kind_keyed
+                .iter()
+                .filter(|(key, _)| key.eq_ignore_ascii_case(kind))
+                .find_map(|(_, value)| value.object_or_path_name()),
+            None => self.first_object_keyed_by_kind(),
+        };
+        if let Some((namespace, name)) = named {
+            self.note_namespaced(RANK_KIND_KEYED_OBJECT, namespace, name);
+        }
+    }
+
+    fn first_object_keyed_by_kind(&mut self) -> Option<(Option<&'a str>, &'a str)> {
+        let (key, named) = self
+            .kind_keyed
+            .iter()
+            .find_map(|(key, value)| Some((*key, value.object_name()?)))?;
+        self.push_str(Fact::Kind, RANK_KIND_FROM_KEY, key);
+        Some(named)
+    }
+
+    fn best(&self, fact: Fact) -> Option<&FieldValue<'a>> {
+        self.candidates
+            .iter()
+            .filter(|(candidate, _, _)| *candidate == fact)
+            .min_by_key(|(_, rank, _)| *rank)
+            .map(|(_, _, value)| value)
+    }
+
+    fn best_str(&self, fact: Fact) -> Option<&'a str> {
+        self.best(fact).and_then(FieldValue::as_str)
+    }
+
+    fn fill(&self, facts: &mut LogFacts) {
+        fill(&mut facts.time_unix_nano, || {
+            self.best(Fact::Time).and_then(time_of)
+        });
+        fill(&mut facts.level, || {
+            self.best_str(Fact::Level).and_then(Level::parse)
+        });
+        fill(&mut facts.outcome, || self.outcome());
+        let text_facts = [
+            (&mut facts.logger, Fact::Logger),
+            (&mut facts.reconcile_id, Fact::ReconcileId),
+            (&mut facts.controller, Fact::Controller),
+            (&mut facts.group, Fact::Group),
+            (&mut facts.kind, Fact::Kind),
+            (&mut facts.namespace, Fact::Namespace),
+            (&mut facts.name, Fact::Name),
+            (&mut facts.error, Fact::Error),
+        ];
+        for (slot, fact) in text_facts {
+            fill(slot, || self.best_str(fact).map(str::to_string));
+        }
+        if facts.message.is_empty() {
+            facts.message = self.best_str(Fact::Message).unwrap_or_default().to_string();
+        }
+    }
+
+    fn outcome(&self) -> Option<LogOutcome> {
+        let requeue_after = self
+            .best(Fact::RequeueAfterSeconds)
+            .and_then(FieldValue::as_f64);
+        LogOutcome::from_result(self.best_str(Fact::Result)?, requeue_after)
+    }
+}
+
+fn fill<T>(slot: &mut Option<T>, value: impl FnOnce() -> Option<T>) {
+    if slot.is_none() {
+        *slot = value();
+    }
+}
+
+/// A timestamp field: RFC 3339 or epoch seconds, as a string or a number.
+fn time_of(value: &FieldValue<'_>) -> Option<u64> {
+    match value {
+        FieldValue::Str(text) => parse_timestamp(text),
+        FieldValue::Int(seconds) => u64::try_from(*seconds).ok()?.checked_mul(1_000_000_000),
+        FieldValue::Float(seconds) => epoch_seconds_from_f64(*seconds),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn facts_of<'a>(fields: Vec<(&'a str, FieldValue<'a>)>) -> LogFacts {
+        let mut facts = LogFacts::default();
+        facts_from_fields(fields, &mut facts);
+        facts
+    }
+
+    fn object<'a>(namespace: &'a str, name: &'a str) -> FieldValue<'a> {
+        FieldValue::Object(vec![
+            ("name", FieldValue::Str(name)),
+            ("namespace", FieldValue::Str(namespace)),
+        ])
+    }
+
+    #[test]
+    fn kind_keyed_object_wins_over_name_keys_in_any_order() {
+        let facts = facts_of(vec![
+            ("RayJob", object("ml", "train")),
+            ("name", FieldValue::Str("other")),
+            ("controllerKind", FieldValue::Str("RayJob")),
+        ]);
+        assert_eq!(facts.kind.as_deref(), Some("RayJob"));
+        assert_eq!(facts.namespace.as_deref(), Some("ml"));
+        assert_eq!(facts.name.as_deref(), Some("train"));
+    }
+
+    #[test]
+    fn object_valued_field_names_the_kind_when_none_is_given() {
+        let facts = facts_of(vec![
+            ("worker", FieldValue::Int(3)),
+            ("Memcached", object("cache", "m1")),
+        ]);
+        assert_eq!(facts.kind.as_deref(), Some("Memcached"));
+        assert_eq!(facts.name.as_deref(), Some("m1"));
+    }
+
+    #[test]
+    fn own_attributes_win() {
+        let facts = facts_of(vec![
+            ("namespace", FieldValue::Str("from-key")),
+            ("k8s.object.namespace", FieldValue::Str("own")),
+            ("reconcileID", FieldValue::Str("cr")),
+            ("reconcile.id", FieldValue::Str("own-id")),
+        ]);
+        assert_eq!(facts.namespace.as_deref(), Some("own"));
+        assert_eq!(facts.reconcile_id.as_deref(), Some("own-id"));
+    }
+
+    #[test]
+    fn request_names_namespaced_and_cluster_scoped_objects() {
+        let namespaced = facts_of(vec![("request", FieldValue::Str("ml/train"))]);
+        assert_eq!(namespaced.namespace.as_deref(), Some("ml"));
+        assert_eq!(namespaced.name.as_deref(), Some("train"));
+        let cluster = facts_of(vec![("request", FieldValue::Str("admin-binding"))]);
+        assert_eq!(cluster.namespace, None);
+        assert_eq!(cluster.name.as_deref(), Some("admin-binding"));
+        let broken = facts_of(vec![("request", FieldValue::Str("/"))]);
+        assert_eq!(broken.name, None);
+    }
+
+    #[test]
+    fn kube_object_ref_attribute() {
+        let facts = facts_of(vec![(
+            "object.ref",
+            FieldValue::Str("Document.v1.kube.rs/samuel.default"),
+        )]);
+        assert_eq!(facts.kind.as_deref(), Some("Document"));
+        assert_eq!(facts.group.as_deref(), Some("kube.rs"));
+        assert_eq!(facts.namespace.as_deref(), Some("default"));
+        assert_eq!(facts.name.as_deref(), Some("samuel"));
+    }
+
+    #[test]
+    fn times_as_strings_and_numbers() {
+        let noon = 1_714_564_800_000_000_000;
+        for value in [
+            FieldValue::Str("2024-05-01T12:00:00Z"),
+            FieldValue::Str("1714564800"),
+            FieldValue::Int(1_714_564_800),
+            FieldValue::Float(1_714_564_800.0),
+        ] {
+            assert_eq!(facts_of(vec![("ts", value)]).time_unix_nano, Some(noon));
+        }
+        assert_eq!(
+            facts_of(vec![("ts", FieldValue::Int(-1))]).time_unix_nano,
+            None
+        );
+    }
+
+    #[test]
+    fn own_result_attributes() {
+        let facts = facts_of(vec![
+            ("reconcile.result", FieldValue::Str("requeue_after")),
+            ("reconcile.requeue_after", FieldValue::Float(2.5)),
+            ("msg", FieldValue::Str("Reconciler error")),
+        ]);
+        assert_eq!(
+            facts.outcome,
+            Some(LogOutcome::RequeueAfter(Duration::from_millis(2_500)))
+        );
+    }
+
+    #[test]
+    fn existing_facts_are_kept() {
+        let mut facts = LogFacts {
+            message: "from the body".to_string(),
+            name: Some("first".to_string()),
+            ..LogFacts::default()
+        };
+        facts_from_fields(
+            [
+                ("msg", FieldValue::Str("from a field")),
+                ("name", FieldValue::Str("second")),
+            ],
+            &mut facts,
+        );
+        assert_eq!(facts.message, "from the body");
+        assert_eq!(facts.name.as_deref(), Some("first"));
+    }
+
+    #[test]
+    fn json_values() {
+        let value: Value = serde_json::json!({"a": 1, "b": 1.5, "c": true, "d": null, "e": [1]});
+        let fields: Vec<_> = json_fields(value.as_object().unwrap()).collect();
+        assert_eq!(
+            fields,
+            vec![
+                ("a", FieldValue::Int(1)),
+                ("b", FieldValue::Float(1.5)),
+                ("c", FieldValue::Bool(true)),
+            ]
+        );
+    }
+}

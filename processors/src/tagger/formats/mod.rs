@@ -1,0 +1,246 @@
+//! Operator log lines and structured log records, read into what they say about
+//! reconciles and objects: one file per format, tried in turn, plain text last.
+
+mod ansi;
+mod continuation;
+mod controller_runtime;
+mod fields;
+#[cfg(test)]
+mod fixtures;
+mod go_duration;
+mod klog;
+mod kube_rs;
+mod kv;
+mod level;
+mod logfmt;
+mod outcome;
+
+pub use crate::timestamp::{parse_rfc3339, parse_timestamp};
+pub use continuation::is_continuation;
+pub use fields::{FieldValue, facts_from_fields};
+pub use go_duration::parse_go_duration;
+pub use level::Level;
+pub use outcome::LogOutcome;
+
+use serde_json::{Map, Value};
+
+/// The shape a log line was recognised as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// controller-runtime's zap JSON encoder, and any other JSON object line.
+    ControllerRuntimeJson,
+    /// controller-runtime's zap console encoder (`ts<TAB>LEVEL<TAB>[logger<TAB>]msg<TAB>{json}`).
+    ControllerRuntimeConsole,
+    /// kube-rs `tracing` output, text (the default `fmt` format) or JSON.
+    KubeRs,
+    /// klog text (`I0501 12:00:00.000000 1 file.go:123] msg k=v`).
+    Klog,
+    /// logfmt (`time=.. level=info msg=".." k=v`).
+    Logfmt,
+    /// Anything else: the whole line is the message.
+    #[default]
+    Plain,
+}
+
+/// What a log line or structured log record says about reconciles and objects.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogFacts {
+    pub format: LogFormat,
+    pub time_unix_nano: Option<u64>,
+    pub level: Option<Level>,
+    pub logger: Option<String>,
+    /// The human message (`msg`).
+    pub message: String,
+    pub reconcile_id: Option<String>,
+    pub controller: Option<String>,
+    /// The object's API group (`controllerGroup`, `reconciler group`).
+    pub group: Option<String>,
+    /// The object's Kind (`controllerKind`, `reconciler kind`).
+    pub kind: Option<String>,
+    /// The object's namespace.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: Option<String>,
+    /// The `error` field, or the error text of an unstructured line.
+    pub error: Option<String>,
+    pub outcome: Option<LogOutcome>,
+}
+
+impl LogFacts {
+    fn of_format(format: LogFormat) -> Self {
+        LogFacts {
+            format,
+            ..LogFacts::default()
+        }
+    }
+
+    /// Derives the outcome from the message when nothing stated it yet; call it again
+    /// after setting the message of a structured record from its body.
+    pub fn infer_outcome(&mut self) {
+        if self.outcome.is_none() {
+            self.outcome = LogOutcome::from_message(&self.message);
+        }
+    }
+}
+
+/// Reads one log line in whichever recognised format it is written; a line in no
+/// known format is `Plain`, its trimmed text the message. Never fails.
+pub fn recognize_line(line: &str) -> LogFacts {
+    let without_colours = ansi::strip_ansi(line);
+    let mut facts = recognize_trimmed(without_colours.trim());
+    facts.infer_outcome();
+    facts
+}
+
+fn recognize_trimmed(line: &str) -> LogFacts {
+    if let Some(object) = json_object(line) {
+        return recognize_json(&object);
+    }
+    controller_runtime::recognize_console(line)
+        .or_else(|| kube_rs::recognize_text(line))
+        .or_else(|| klog::recognize(line))
+        .or_else(|| logfmt::recognize(line))
+        .unwrap_or_else(|| plain(line))
+}
+
+fn json_object(line: &str) -> Option<Map<String, Value>> {
+    if !line.starts_with('{') {
+        return None;
+    }
+    serde_json::from_str(line).ok()
+}
+
+fn recognize_json(object: &Map<String, Value>) -> LogFacts {
+    if kube_rs::is_tracing_json(object) {
+        kube_rs::recognize_json(object)
+    } else {
+        controller_runtime::recognize_json(object)
+    }
+}
+
+fn plain(line: &str) -> LogFacts {
+    LogFacts {
+        message: line.to_string(),
+        ..LogFacts::of_format(LogFormat::Plain)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{
+        CONTROLLER_RUNTIME_CONSOLE, CONTROLLER_RUNTIME_JSON, KLOG, KUBE_RS, LOGFMT, PLAIN,
+    };
+    use super::*;
+
+    const ALL_FIXTURES: [&str; 6] = [
+        CONTROLLER_RUNTIME_JSON,
+        CONTROLLER_RUNTIME_CONSOLE,
+        KUBE_RS,
+        KLOG,
+        LOGFMT,
+        PLAIN,
+    ];
+
+    #[test]
+    fn unrecognised_lines_are_plain_with_the_trimmed_line_as_message() {
+        for text in PLAIN.lines() {
+            let expected = LogFacts {
+                message: text.trim().to_string(),
+                ..LogFacts::default()
+            };
+            assert_eq!(recognize_line(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn empty_and_blank_lines() {
+        assert_eq!(recognize_line(""), LogFacts::default());
+        assert_eq!(recognize_line(" \t\r\n"), LogFacts::default());
+    }
+
+    #[test]
+    fn plain_text_still_reports_an_outcome() {
+        let facts = recognize_line("Reconcile successful");
+        assert_eq!(facts.format, LogFormat::Plain);
+        assert_eq!(facts.outcome, Some(LogOutcome::Ok));
+    }
+
+    #[test]
+    fn json_objects_of_other_loggers_are_read_with_the_same_keys() {
+        let facts = recognize_line(
+            r#"{"time":"2024-05-01T12:00:00Z","level":"warning","message":"slow","namespace":"ns"}"#,
+        );
+        assert_eq!(facts.format, LogFormat::ControllerRuntimeJson);
+        assert_eq!(facts.level, Some(Level::Warn));
+        assert_eq!(facts.message, "slow");
+        assert_eq!(facts.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn json_that_is_not_an_object_is_plain() {
+        for text in [
+            "[1,2]",
+            "{\"a\":1} trailing",
+            "{\"a\":[1,2}",
+            "{\"ts\":1e999}",
+        ] {
+            assert_eq!(recognize_line(text).format, LogFormat::Plain, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_truncation_of_every_fixture_line_is_read_without_panic() {
+        for text in ALL_FIXTURES.iter().flat_map(|fixture| fixture.lines()) {
+            for (end, _) in text.char_indices() {
+                let prefix = text.get(..end).unwrap_or_default();
+                recognize_line(prefix);
+                is_continuation(prefix);
+            }
+        }
+    }
+
+    #[test]
+    fn binary_garbage_is_read_without_panic() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2_000 {
+            let bytes: Vec<u8> = (0..97)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state.to_le_bytes()[0]
+                })
+                .collect();
+            let text = String::from_utf8_lossy(&bytes);
+            recognize_line(&text);
+            is_continuation(&text);
+        }
+        recognize_line("\u{0}\u{1b}[\u{ffff}\u{1b}\t\u{1b}[9");
+    }
+
+    #[test]
+    fn megabyte_lines_take_linear_work() {
+        let mebibyte = 1 << 20;
+        let repeated = |unit: &str| unit.repeat(mebibyte / unit.len());
+        let lines = [
+            format!("{{\"msg\":\"{}\"}}", repeated("x")),
+            format!("2024-05-01T12:00:00Z\tINFO\t{}", repeated("a\t")),
+            format!("2024-05-01T12:00:00Z INFO {}", repeated("{")),
+            format!("2024-05-01T12:00:00Z INFO t: m {}", repeated("a=b ")),
+            format!("2024-05-01T12:00:00Z INFO t: m {}", repeated("a. ")),
+            format!(
+                "I0501 12:00:00.000000 1 f.go:1] \"m\" {}",
+                repeated("k=\"v\\\" ")
+            ),
+            format!("msg=m {}", repeated("k=v ")),
+            repeated("requeueing aft"),
+            repeated("\u{1b}[1"),
+            format!("\t{}.go:1", repeated("/")),
+            repeated("pkg.(*T)"),
+        ];
+        for text in &lines {
+            recognize_line(text);
+            is_continuation(text);
+        }
+    }
+}
