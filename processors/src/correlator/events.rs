@@ -47,7 +47,8 @@ impl ObjectRef {
 
     /// Enough to identify an object: a name and a kind or resource.
     pub fn is_known(&self) -> bool {
-        !self.name.is_empty() && !(self.kind.is_empty() && self.resource.is_empty())
+        let named_kind = !self.kind.is_empty() || !self.resource.is_empty();
+        !self.name.is_empty() && named_kind
     }
 
     /// Fills what this reference lacks from another reference to the same object.
@@ -86,6 +87,9 @@ pub struct OperatorRef {
     pub namespace: String,
 }
 
+/// Object events are the bulk of events and are moved, not stored: boxing them would
+/// cost an allocation per event to save stack space.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     Object(ObjectEvent),

@@ -2,8 +2,192 @@
 //! instances, and detects reconcile loops, write conflicts, finalizer leaks and
 //! resource leaks from them, on event time.
 
+mod compact;
+mod config;
+mod conflict_detector;
 pub mod events;
+mod evidence;
+pub mod extract;
+mod field_churn;
+mod finalizer_detector;
+mod gauge_series;
+mod leak_detector;
+mod lifecycle;
+mod loop_detector;
+mod object_state;
+mod object_table;
+mod overlap;
+pub mod processor;
+mod recent_reconciles;
+mod scheduler;
 pub mod signal;
+mod window;
+mod writers;
 
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod tests;
+
+pub use config::CorrelatorConfig;
+pub use conflict_detector::ConflictConfig;
 pub use events::{Event, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, OperatorRef};
+pub use finalizer_detector::FinalizerConfig;
+pub use leak_detector::ResourceLeakConfig;
+pub use loop_detector::LoopConfig;
+pub use processor::SharedCorrelator;
 pub use signal::{Severity, Signal, SignalState, SignalType};
+
+use compact::bound_object;
+use events::GaugeEvent;
+use leak_detector::LeakDetector;
+use object_state::TrackedObject;
+use object_table::ObjectTable;
+use window::nanos;
+
+/// What the correlator holds and has dropped, for self-telemetry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CorrelatorStats {
+    pub tracked_objects: usize,
+    pub tracked_instances: usize,
+    /// Objects evicted to make room, in total.
+    pub evicted_objects: u64,
+    /// Operator instances evicted to make room, in total.
+    pub evicted_instances: u64,
+    /// Idle objects forgotten, in total.
+    pub expired_objects: u64,
+    /// Events older than the accepted lateness, in total.
+    pub late_events_dropped: u64,
+    /// Events of no use to the detectors (no object or instance named, a gauge not
+    /// watched), in total.
+    pub ignored_events: u64,
+}
+
+/// Correlates events on event time: [`observe`](Self::observe) events, then
+/// [`advance`](Self::advance) time to evaluate the detectors and collect signals.
+#[derive(Debug)]
+pub struct Correlator {
+    config: CorrelatorConfig,
+    watermark: Nanos,
+    objects: ObjectTable,
+    leaks: LeakDetector,
+    /// Signals resolved because their subject was evicted, sent with the next advance.
+    evicted_signals: Vec<Signal>,
+    stats: CorrelatorStats,
+}
+
+impl Correlator {
+    pub fn new(config: CorrelatorConfig) -> Self {
+        Self {
+            objects: ObjectTable::new(config.max_objects),
+            leaks: LeakDetector::new(&config.resource_leak),
+            config,
+            watermark: 0,
+            evicted_signals: Vec::new(),
+            stats: CorrelatorStats::default(),
+        }
+    }
+
+    /// Takes one event, in any order within the accepted lateness of the newest event
+    /// time; older events are counted and dropped.
+    pub fn observe(&mut self, event: Event) {
+        let time = event.time();
+        if time < self.watermark.saturating_sub(nanos(self.config.lateness)) {
+            self.stats.late_events_dropped += 1;
+            return;
+        }
+        self.watermark = self.watermark.max(time);
+        let used = match event {
+            Event::Object(event) => self.observe_object(event),
+            Event::Gauge(event) => self.observe_gauge(event),
+        };
+        if !used {
+            self.stats.ignored_events += 1;
+        }
+    }
+
+    /// Moves event time forward to `now` (never backwards), evaluates the detectors,
+    /// and returns the signal changes: `Firing` when a signal starts, `Firing` updates
+    /// at most once per update interval while it changes, `Resolved` when it ends.
+    pub fn advance(&mut self, now: Nanos) -> Vec<Signal> {
+        self.watermark = self.watermark.max(now);
+        let now = self.watermark;
+        let mut out = std::mem::take(&mut self.evicted_signals);
+        for slot in self.objects.take_dirty() {
+            self.evaluate_object(slot, &mut out);
+        }
+        while let Some(slot) = self.objects.pop_due(now) {
+            self.evaluate_object(slot, &mut out);
+        }
+        let (idle_expiry, update_interval) = (
+            nanos(self.config.idle_expiry),
+            nanos(self.config.update_interval),
+        );
+        self.leaks
+            .sweep(now, idle_expiry, update_interval, &mut out);
+        if let Some(cutoff) = now.checked_sub(idle_expiry) {
+            self.stats.expired_objects += self.objects.expire(cutoff) as u64;
+        }
+        out
+    }
+
+    /// The newest event time seen (or given to [`advance`](Self::advance)).
+    pub fn watermark(&self) -> Nanos {
+        self.watermark
+    }
+
+    /// The signals firing now, in their latest state.
+    pub fn active(&self) -> Vec<Signal> {
+        self.objects
+            .entries()
+            .flat_map(|entry| entry.object.active())
+            .chain(self.leaks.active())
+            .cloned()
+            .collect()
+    }
+
+    pub fn stats(&self) -> CorrelatorStats {
+        CorrelatorStats {
+            tracked_objects: self.objects.len(),
+            tracked_instances: self.leaks.len(),
+            evicted_instances: self.leaks.evicted(),
+            ..self.stats.clone()
+        }
+    }
+
+    fn observe_object(&mut self, mut event: ObjectEvent) -> bool {
+        if !event.object.is_known() {
+            return false;
+        }
+        bound_object(&mut event.object);
+        let config = &self.config;
+        let (slot, evicted) = self.objects.slot_for(event.object.key(), || {
+            TrackedObject::new(config, &event.object)
+        });
+        if let Some(evicted) = evicted {
+            self.stats.evicted_objects += 1;
+            self.evicted_signals
+                .extend(evicted.object.resolve_all(self.watermark));
+        }
+        let time = event.time;
+        if let Some(entry) = self.objects.entry_mut(slot) {
+            entry.object.apply(event, &self.config);
+        }
+        self.objects.touch(slot, time);
+        true
+    }
+
+    fn observe_gauge(&mut self, event: GaugeEvent) -> bool {
+        self.leaks
+            .observe(event, self.watermark, &mut self.evicted_signals)
+    }
+
+    fn evaluate_object(&mut self, slot: usize, out: &mut Vec<Signal>) {
+        let now = self.watermark;
+        let Some(entry) = self.objects.entry_mut(slot) else {
+            return;
+        };
+        let settlement = entry.object.evaluate(&entry.key, &self.config, now, out);
+        self.objects.settle(slot, settlement, now);
+    }
+}

@@ -1,0 +1,77 @@
+//! Compact copies of what events say, for state that must stay small: text cut to
+//! a bound, and hashes standing in for identities that are only ever compared.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use super::events::{ObjectRef, OperatorRef};
+
+/// The longest text kept from an event: a name, an evidence reference, an error.
+pub(crate) const MAX_TEXT: usize = 256;
+
+/// `text` cut to at most [`MAX_TEXT`] bytes, on a character boundary.
+pub(crate) fn bounded(text: &str) -> String {
+    text.get(..boundary(text)).unwrap_or_default().to_string()
+}
+
+/// Cuts `text` in place to at most [`MAX_TEXT`] bytes, on a character boundary.
+pub(crate) fn bound(text: &mut String) {
+    let end = boundary(text);
+    text.truncate(end);
+}
+
+/// Cuts every name of an object reference to [`MAX_TEXT`] bytes.
+pub(crate) fn bound_object(object: &mut ObjectRef) {
+    for text in [
+        &mut object.group,
+        &mut object.kind,
+        &mut object.resource,
+        &mut object.namespace,
+        &mut object.name,
+    ] {
+        bound(text);
+    }
+}
+
+/// Cuts both names of an operator reference to [`MAX_TEXT`] bytes.
+pub(crate) fn bound_operator(operator: &mut OperatorRef) {
+    bound(&mut operator.name);
+    bound(&mut operator.namespace);
+}
+
+/// A stable 64-bit hash of `text`, for comparing identities without keeping them.
+pub(crate) fn hash_text(text: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn boundary(text: &str) -> usize {
+    let mut end = text.len().min(MAX_TEXT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_TEXT);
+        let cut = bounded(&long);
+        assert!(cut.len() <= MAX_TEXT);
+        assert!(cut.chars().all(|c| c == 'é'));
+        let mut owned = long.clone();
+        bound(&mut owned);
+        assert_eq!(owned, cut);
+        assert_eq!(bounded("short"), "short");
+    }
+
+    #[test]
+    fn equal_text_hashes_equal() {
+        assert_eq!(hash_text("pod-0"), hash_text("pod-0"));
+        assert_ne!(hash_text("pod-0"), hash_text("pod-1"));
+    }
+}

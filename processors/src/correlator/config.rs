@@ -1,0 +1,149 @@
+//! Settings of the correlator: one section per detector, and the limits of its state
+//! (objects tracked, idle expiry, accepted lateness, the pace of signal updates).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::conflict_detector::ConflictConfig;
+use super::finalizer_detector::FinalizerConfig;
+use super::leak_detector::ResourceLeakConfig;
+use super::loop_detector::LoopConfig;
+use crate::config::{FieldError, duration};
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorrelatorConfig {
+    pub reconcile_loop: LoopConfig,
+    pub write_conflict: ConflictConfig,
+    pub finalizer_leak: FinalizerConfig,
+    pub resource_leak: ResourceLeakConfig,
+    /// Objects tracked at most; beyond, the least recently seen one is evicted.
+    pub max_objects: usize,
+    /// An object with no event for this long and nothing firing is forgotten.
+    #[serde(deserialize_with = "duration")]
+    pub idle_expiry: Duration,
+    /// How far behind the newest event time an event may arrive and still count.
+    #[serde(deserialize_with = "duration")]
+    pub lateness: Duration,
+    /// The shortest time between two updates of one firing signal.
+    #[serde(deserialize_with = "duration")]
+    pub update_interval: Duration,
+}
+
+impl Default for CorrelatorConfig {
+    fn default() -> Self {
+        Self {
+            reconcile_loop: LoopConfig::default(),
+            write_conflict: ConflictConfig::default(),
+            finalizer_leak: FinalizerConfig::default(),
+            resource_leak: ResourceLeakConfig::default(),
+            max_objects: 10_000,
+            idle_expiry: Duration::from_secs(15 * 60),
+            lateness: Duration::from_secs(30),
+            update_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+impl CorrelatorConfig {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        let sections = [
+            ("reconcile_loop", self.reconcile_loop.validate()),
+            ("write_conflict", self.write_conflict.validate()),
+            ("finalizer_leak", self.finalizer_leak.validate()),
+            ("resource_leak", self.resource_leak.validate()),
+        ];
+        for (section, result) in sections {
+            result.map_err(|error| within(section, error))?;
+        }
+        if self.max_objects == 0 {
+            return Err(FieldError::new("max_objects", "must be at least 1"));
+        }
+        positive("idle_expiry", self.idle_expiry)
+    }
+}
+
+/// Checks that a duration setting is above zero.
+pub(crate) fn positive(field: &str, value: Duration) -> Result<(), FieldError> {
+    if value.is_zero() {
+        return Err(FieldError::new(field, "must be longer than 0"));
+    }
+    Ok(())
+}
+
+/// Checks that a share setting lies in (0, 1].
+pub(crate) fn share(field: &str, value: f64) -> Result<(), FieldError> {
+    if !(value > 0.0 && value <= 1.0) {
+        return Err(FieldError::new(
+            field,
+            format!("{value} is not a share between 0 (excluded) and 1"),
+        ));
+    }
+    Ok(())
+}
+
+fn within(section: &str, error: FieldError) -> FieldError {
+    FieldError::new(format!("{section}.{}", error.field), error.message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_design() {
+        let config = CorrelatorConfig::default();
+        assert_eq!(config.reconcile_loop.min_reconciles, 30);
+        assert_eq!(config.reconcile_loop.window, Duration::from_secs(60));
+        assert_eq!(config.write_conflict.min_conflicts, 5);
+        assert_eq!(config.finalizer_leak.max_age, Duration::from_secs(300));
+        assert_eq!(config.resource_leak.window, Duration::from_secs(900));
+        assert_eq!(config.resource_leak.min_r_squared, 0.9);
+        assert_eq!(config.max_objects, 10_000);
+        assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn reads_collector_style_settings() {
+        let config: CorrelatorConfig = serde_json::from_str(
+            r#"{"reconcile_loop":{"min_reconciles":50,"window":"2m"},
+                "finalizer_leak":{"max_age":"10m"},"lateness":"5s"}"#,
+        )
+        .unwrap();
+        assert_eq!(config.reconcile_loop.min_reconciles, 50);
+        assert_eq!(config.reconcile_loop.window, Duration::from_secs(120));
+        assert_eq!(config.reconcile_loop.fast_requeue, Duration::from_secs(1));
+        assert_eq!(config.finalizer_leak.max_age, Duration::from_secs(600));
+        assert_eq!(config.lateness, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let error = serde_json::from_str::<CorrelatorConfig>(r#"{"write_conflict":{"limit":3}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `limit`"), "{error}");
+    }
+
+    #[test]
+    fn invalid_settings_are_named_by_their_path() {
+        let mut config = CorrelatorConfig::default();
+        config.reconcile_loop.field_churn_ratio = 1.5;
+        assert_eq!(
+            config.validate().unwrap_err().field,
+            "reconcile_loop.field_churn_ratio"
+        );
+        let mut config = CorrelatorConfig::default();
+        config.resource_leak.sample_interval = Duration::from_secs(600);
+        assert_eq!(
+            config.validate().unwrap_err().field,
+            "resource_leak.sample_interval"
+        );
+        let config = CorrelatorConfig {
+            max_objects: 0,
+            ..CorrelatorConfig::default()
+        };
+        assert_eq!(config.validate().unwrap_err().field, "max_objects");
+    }
+}

@@ -1,0 +1,343 @@
+//! Correlator events from tagged records: reads only the attributes the tagger
+//! writes (see `semconv`), so records tagged by another opscope correlate the same.
+
+use std::time::Duration;
+
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+use opscope_proto::otlp::common::v1::KeyValue;
+use opscope_proto::otlp::metrics::v1::{Metric, metric::Data, number_data_point};
+use opscope_proto::otlp::trace::v1::status::StatusCode;
+
+use super::events::{
+    Event, GaugeEvent, Nanos, ObjectEvent, ObjectEventKind, ObjectRef, ObjectState, OperatorRef,
+    Outcome, Reconcile, Write,
+};
+use crate::attributes::{get_bool, get_f64, get_i64, get_str, get_strings};
+use crate::semconv::*;
+use crate::tagger::audit::operator_of_user;
+use crate::timestamp::parse_rfc3339;
+
+/// Runtime gauges the resource-leak detector watches.
+pub const WATCHED_GAUGES: &[&str] = &[
+    "workqueue_depth",
+    "go_goroutines",
+    "process_resident_memory_bytes",
+];
+
+const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];
+
+/// A record reduced to what extraction needs, whatever its signal type.
+struct Record<'a> {
+    resource: &'a [KeyValue],
+    attributes: &'a [KeyValue],
+    time: Nanos,
+    /// Span start and duration; `None` for log records.
+    span: Option<(Nanos, Duration)>,
+    trace_id: &'a [u8],
+    /// A span's error status message.
+    failed: Option<&'a str>,
+}
+
+pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
+    for resource_spans in &request.resource_spans {
+        let resource = resource_spans
+            .resource
+            .as_ref()
+            .map_or(&[][..], |r| &r.attributes);
+        for span in resource_spans.scope_spans.iter().flat_map(|s| &s.spans) {
+            let failed = span
+                .status
+                .as_ref()
+                .filter(|status| status.code == StatusCode::Error as i32)
+                .map(|status| status.message.as_str());
+            let duration = Duration::from_nanos(
+                span.end_time_unix_nano
+                    .saturating_sub(span.start_time_unix_nano),
+            );
+            let record = Record {
+                resource,
+                attributes: &span.attributes,
+                time: span.end_time_unix_nano.max(span.start_time_unix_nano),
+                span: Some((span.start_time_unix_nano, duration)),
+                trace_id: &span.trace_id,
+                failed,
+            };
+            record.events(out);
+        }
+    }
+}
+
+pub fn from_logs(request: &ExportLogsServiceRequest, out: &mut Vec<Event>) {
+    for resource_logs in &request.resource_logs {
+        let resource = resource_logs
+            .resource
+            .as_ref()
+            .map_or(&[][..], |r| &r.attributes);
+        for log in resource_logs.scope_logs.iter().flat_map(|s| &s.log_records) {
+            let time = if log.time_unix_nano > 0 {
+                log.time_unix_nano
+            } else {
+                log.observed_time_unix_nano
+            };
+            let record = Record {
+                resource,
+                attributes: &log.attributes,
+                time,
+                span: None,
+                trace_id: &log.trace_id,
+                failed: None,
+            };
+            record.events(out);
+        }
+    }
+}
+
+pub fn from_metrics(request: &ExportMetricsServiceRequest, out: &mut Vec<Event>) {
+    for resource_metrics in &request.resource_metrics {
+        let resource = resource_metrics
+            .resource
+            .as_ref()
+            .map_or(&[][..], |r| &r.attributes);
+        let instance =
+            get_str(resource, K8S_POD_NAME).or_else(|| get_str(resource, "service.instance.id"));
+        let Some(instance) = instance else { continue };
+        let operator = operator_of(resource, &[]);
+        for metric in resource_metrics
+            .scope_metrics
+            .iter()
+            .flat_map(|s| &s.metrics)
+        {
+            if WATCHED_GAUGES.contains(&metric.name.as_str()) {
+                gauge_events(metric, &operator, instance, out);
+            }
+        }
+    }
+}
+
+fn gauge_events(metric: &Metric, operator: &OperatorRef, instance: &str, out: &mut Vec<Event>) {
+    let points = match &metric.data {
+        Some(Data::Gauge(gauge)) => &gauge.data_points,
+        Some(Data::Sum(sum)) => &sum.data_points,
+        _ => return,
+    };
+    for point in points {
+        let value = match point.value {
+            Some(number_data_point::Value::AsDouble(v)) => v,
+            Some(number_data_point::Value::AsInt(v)) => v as f64,
+            None => continue,
+        };
+        // One series per work queue: controller-runtime labels them by controller.
+        let name = match get_str(&point.attributes, "name") {
+            Some(queue) if metric.name == "workqueue_depth" => {
+                format!("workqueue_depth{{{queue}}}")
+            }
+            _ => metric.name.clone(),
+        };
+        out.push(Event::Gauge(GaugeEvent {
+            time: point.time_unix_nano,
+            operator: operator.clone(),
+            instance: instance.to_string(),
+            name,
+            value,
+        }));
+    }
+}
+
+/// The operator: who made an API call when the record says (a service account
+/// `system:serviceaccount:<namespace>:<name>` is that operator, any other user is
+/// itself), else the tagger's `operator.name`.
+fn operator_of(resource: &[KeyValue], attributes: &[KeyValue]) -> OperatorRef {
+    if let Some(actor) = get_str(attributes, API_ACTOR) {
+        return match operator_of_user(actor) {
+            Some((namespace, name)) => OperatorRef { name, namespace },
+            None => OperatorRef {
+                name: actor.to_string(),
+                namespace: String::new(),
+            },
+        };
+    }
+    let name = get_str(resource, OPERATOR_NAME).unwrap_or_default();
+    let namespace = get_str(resource, K8S_NAMESPACE_NAME).unwrap_or_default();
+    OperatorRef {
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+    }
+}
+
+fn object(attributes: &[KeyValue], keys: [&str; 5]) -> ObjectRef {
+    let field = |key| get_str(attributes, key).unwrap_or_default().to_string();
+    let [group, kind, resource, namespace, name] = keys;
+    ObjectRef {
+        group: field(group),
+        kind: field(kind),
+        resource: field(resource),
+        namespace: field(namespace),
+        name: field(name),
+    }
+}
+
+impl Record<'_> {
+    fn events(&self, out: &mut Vec<Event>) {
+        let attributes = self.attributes;
+        let reconciled = object(
+            attributes,
+            [
+                OBJECT_GROUP,
+                OBJECT_KIND,
+                OBJECT_RESOURCE,
+                OBJECT_NAMESPACE,
+                OBJECT_NAME,
+            ],
+        );
+        let target = object(
+            attributes,
+            [API_GROUP, API_KIND, API_RESOURCE, API_NAMESPACE, API_NAME],
+        );
+        let operator = operator_of(self.resource, attributes);
+        let evidence = self.evidence();
+        let mut push = |object: &ObjectRef, kind: ObjectEventKind| {
+            if object.is_known() {
+                out.push(Event::Object(ObjectEvent {
+                    time: self.time,
+                    object: object.clone(),
+                    operator: operator.clone(),
+                    kind,
+                    evidence: evidence.clone(),
+                }));
+            }
+        };
+        let reconcile_id = get_str(attributes, RECONCILE_ID).unwrap_or_default();
+        if !reconcile_id.is_empty() || get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE)
+        {
+            push(
+                &reconciled,
+                ObjectEventKind::Reconcile(self.reconcile(reconcile_id)),
+            );
+        }
+        let subject = if target.is_known() {
+            &target
+        } else {
+            &reconciled
+        };
+        if let Some(write) = self.write(reconcile_id) {
+            push(subject, ObjectEventKind::Write(write));
+        }
+        if let Some(state) = self.state() {
+            push(subject, ObjectEventKind::State(state));
+        }
+        if get_bool(attributes, OBJECT_GONE) == Some(true) {
+            push(subject, ObjectEventKind::Gone);
+        }
+    }
+
+    fn evidence(&self) -> Option<String> {
+        if let Some(source) = get_str(self.attributes, LOG_SOURCE) {
+            return Some(source.to_string());
+        }
+        if !self.trace_id.is_empty() && self.trace_id.iter().any(|b| *b != 0) {
+            return Some(format!("trace {}", hex(self.trace_id)));
+        }
+        get_str(self.attributes, RECONCILE_ID).map(|id| format!("reconcile {id}"))
+    }
+
+    fn reconcile(&self, reconcile_id: &str) -> Reconcile {
+        let attributes = self.attributes;
+        let error = get_str(attributes, RECONCILE_ERROR).or(self.failed);
+        let outcome = match get_str(attributes, RECONCILE_RESULT) {
+            Some("error") => Outcome::Error(error.unwrap_or("error").to_string()),
+            Some("requeue") => Outcome::Requeue,
+            Some("requeue_after") => {
+                let seconds = get_f64(attributes, RECONCILE_REQUEUE_AFTER)
+                    .unwrap_or(0.0)
+                    .max(0.0);
+                Outcome::RequeueAfter(Duration::from_secs_f64(seconds.min(1e9)))
+            }
+            Some("ok") => Outcome::Ok,
+            _ if self.failed.is_some() => Outcome::Error(error.unwrap_or("error").to_string()),
+            _ if self.span.is_some()
+                && get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE) =>
+            {
+                Outcome::Ok
+            }
+            _ => Outcome::Unknown,
+        };
+        let (start, duration) = match self.span {
+            Some((start, duration))
+                if get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE) =>
+            {
+                (Some(start), Some(duration))
+            }
+            _ => (None, None),
+        };
+        Reconcile {
+            controller: get_str(attributes, CONTROLLER)
+                .unwrap_or_default()
+                .to_string(),
+            instance: get_str(self.resource, K8S_POD_NAME)
+                .unwrap_or_default()
+                .to_string(),
+            reconcile_id: reconcile_id.to_string(),
+            trace_id: if self.trace_id.iter().any(|b| *b != 0) {
+                hex(self.trace_id)
+            } else {
+                String::new()
+            },
+            start,
+            duration,
+            outcome,
+            generation: get_i64(attributes, OBJECT_GENERATION),
+        }
+    }
+
+    fn write(&self, reconcile_id: &str) -> Option<Write> {
+        let attributes = self.attributes;
+        let verb = get_str(attributes, API_VERB)?;
+        if !WRITE_VERBS.contains(&verb) {
+            return None;
+        }
+        let code = get_i64(attributes, HTTP_RESPONSE_STATUS_CODE)
+            .or_else(|| get_i64(attributes, HTTP_STATUS_CODE_OLD));
+        Some(Write {
+            actor: get_str(attributes, API_ACTOR)
+                .unwrap_or_default()
+                .to_string(),
+            instance: get_str(self.resource, K8S_POD_NAME)
+                .unwrap_or_default()
+                .to_string(),
+            verb: verb.to_string(),
+            subresource: get_str(attributes, API_SUBRESOURCE)
+                .unwrap_or_default()
+                .to_string(),
+            code: code.and_then(|c| u16::try_from(c).ok()).unwrap_or(0),
+            reconcile_id: reconcile_id.to_string(),
+            generation: get_i64(attributes, OBJECT_GENERATION),
+            resource_version: get_str(attributes, OBJECT_RESOURCE_VERSION).map(str::to_string),
+            status_digest: get_strings(attributes, OBJECT_STATUS_DIGEST),
+        })
+    }
+
+    fn state(&self) -> Option<ObjectState> {
+        let attributes = self.attributes;
+        if get_str(attributes, OPSCOPE_RECORD) != Some(RECORD_OBJECT_STATE) {
+            return None;
+        }
+        let finalizers = attributes
+            .iter()
+            .any(|kv| kv.key == OBJECT_FINALIZERS)
+            .then(|| get_strings(attributes, OBJECT_FINALIZERS));
+        Some(ObjectState {
+            generation: get_i64(attributes, OBJECT_GENERATION),
+            observed_generation: get_i64(attributes, OBJECT_OBSERVED_GENERATION),
+            resource_version: get_str(attributes, OBJECT_RESOURCE_VERSION).map(str::to_string),
+            deletion_timestamp: get_str(attributes, OBJECT_DELETION_TIMESTAMP)
+                .and_then(parse_rfc3339),
+            finalizers,
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

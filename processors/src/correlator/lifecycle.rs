@@ -1,0 +1,261 @@
+//! The life of one signal: `firing` when its detector first finds it, updates at most
+//! once per update interval while it changes, `resolved` when the detector stops finding it.
+
+use std::collections::BTreeMap;
+
+use super::events::{Nanos, ObjectKey, ObjectRef, OperatorRef};
+use super::signal::{Severity, Signal, SignalState, SignalType};
+
+/// A signal turns critical at this many times its threshold.
+pub(crate) const CRITICAL_FACTOR: f64 = 10.0;
+
+/// `critical` when `measured` reaches [`CRITICAL_FACTOR`] times `threshold`.
+pub(crate) fn severity_for(measured: f64, threshold: f64) -> Severity {
+    if measured >= threshold * CRITICAL_FACTOR {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    }
+}
+
+/// What a detector finds while its signal holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Finding {
+    pub(crate) cause: String,
+    pub(crate) severity: Severity,
+    pub(crate) figures: BTreeMap<String, f64>,
+    pub(crate) evidence: Vec<String>,
+    pub(crate) hint: String,
+    /// The signal holds only because it has not yet fallen below its resolve level:
+    /// it keeps what it showed when last above its threshold.
+    pub(crate) below_threshold: bool,
+}
+
+/// Names the figures of a finding: `figures([("reconciles", 42.0)])`.
+pub(crate) fn figures<const N: usize>(named: [(&str, f64); N]) -> BTreeMap<String, f64> {
+    named
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect()
+}
+
+/// What a signal is about.
+pub(crate) struct Subject<'a> {
+    pub(crate) signal: SignalType,
+    pub(crate) key: &'a ObjectKey,
+    pub(crate) object: &'a ObjectRef,
+    pub(crate) operator: &'a OperatorRef,
+    pub(crate) controller: &'a str,
+}
+
+impl Subject<'_> {
+    fn id(&self) -> String {
+        let key = self.key;
+        let subject = if key.namespace.is_empty() {
+            format!("{}/{}", key.resource, key.name)
+        } else {
+            format!("{}/{}/{}", key.resource, key.namespace, key.name)
+        };
+        Signal::id_for(self.signal, &subject)
+    }
+}
+
+/// What was last sent of a firing signal, to tell whether it changed since.
+#[derive(Debug, Clone, PartialEq)]
+struct Sent {
+    cause: String,
+    severity: Severity,
+    figures: BTreeMap<String, f64>,
+}
+
+impl Sent {
+    fn of(signal: &Signal) -> Self {
+        Self {
+            cause: signal.cause.clone(),
+            severity: signal.severity,
+            figures: signal.figures.clone(),
+        }
+    }
+}
+
+/// A firing signal: its latest state and what was last sent of it. The signal is
+/// boxed so that objects with nothing firing stay small.
+#[derive(Debug, Clone)]
+pub(crate) struct SignalTrack {
+    current: Box<Signal>,
+    sent: Sent,
+    sent_at: Nanos,
+}
+
+impl SignalTrack {
+    /// The latest state of the signal.
+    pub(crate) fn signal(&self) -> &Signal {
+        &self.current
+    }
+
+    /// Resolves the signal at `now`.
+    pub(crate) fn resolve(self, now: Nanos) -> Signal {
+        let mut signal = *self.current;
+        signal.state = SignalState::Resolved;
+        signal.last_seen = signal.last_seen.max(now);
+        signal
+    }
+
+    fn start(finding: Finding, subject: &Subject, now: Nanos) -> (Self, Signal) {
+        let signal = Signal {
+            id: subject.id(),
+            signal: subject.signal,
+            cause: finding.cause,
+            severity: finding.severity,
+            state: SignalState::Firing,
+            object: subject.object.clone(),
+            operator: subject.operator.clone(),
+            controller: subject.controller.to_string(),
+            first_seen: now,
+            last_seen: now,
+            figures: finding.figures,
+            evidence: finding.evidence,
+            hint: finding.hint,
+        };
+        let track = Self {
+            sent: Sent::of(&signal),
+            current: Box::new(signal.clone()),
+            sent_at: now,
+        };
+        (track, signal)
+    }
+
+    /// Takes the latest finding; returns an update when it changed and is due.
+    fn update(
+        &mut self,
+        finding: Finding,
+        subject: &Subject,
+        now: Nanos,
+        interval: Nanos,
+    ) -> Option<Signal> {
+        if finding.below_threshold {
+            return None;
+        }
+        let signal = &mut self.current;
+        signal.cause = finding.cause;
+        signal.severity = finding.severity;
+        signal.figures = finding.figures;
+        signal.evidence = finding.evidence;
+        signal.hint = finding.hint;
+        refresh(&mut signal.object, subject.object);
+        refresh(&mut signal.operator, subject.operator);
+        if signal.controller != subject.controller {
+            signal.controller = subject.controller.to_string();
+        }
+        signal.last_seen = signal.last_seen.max(now);
+        let due = now >= self.sent_at.saturating_add(interval);
+        if !due || Sent::of(&self.current) == self.sent {
+            return None;
+        }
+        self.sent = Sent::of(&self.current);
+        self.sent_at = now;
+        Some(Signal::clone(&self.current))
+    }
+}
+
+/// Takes `latest` when it differs, sparing a copy when it does not.
+fn refresh<T: PartialEq + Clone>(mine: &mut T, latest: &T) {
+    if mine != latest {
+        mine.clone_from(latest);
+    }
+}
+
+/// Moves the signal of `subject` on with the detector's latest `finding` at `now`
+/// and returns the signal to send, if any.
+pub(crate) fn step(
+    track: &mut Option<SignalTrack>,
+    finding: Option<Finding>,
+    subject: &Subject,
+    now: Nanos,
+    update_interval: Nanos,
+) -> Option<Signal> {
+    match (track.take(), finding) {
+        (None, None) => None,
+        (None, Some(finding)) => {
+            let (started, signal) = SignalTrack::start(finding, subject, now);
+            *track = Some(started);
+            Some(signal)
+        }
+        (Some(mut firing), Some(finding)) => {
+            let update = firing.update(finding, subject, now, update_interval);
+            *track = Some(firing);
+            update
+        }
+        (Some(firing), None) => Some(firing.resolve(now)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(cause: &str, reconciles: f64) -> Finding {
+        Finding {
+            cause: cause.into(),
+            severity: Severity::Warning,
+            figures: figures([("reconciles", reconciles)]),
+            evidence: vec!["trace abc".into()],
+            hint: "fix it".into(),
+            below_threshold: false,
+        }
+    }
+
+    fn steps(findings: &[(Nanos, Option<Finding>)]) -> Vec<(Nanos, SignalState, f64)> {
+        let key = ObjectKey {
+            namespace: "ns".into(),
+            resource: "widgets".into(),
+            name: "w".into(),
+        };
+        let object = ObjectRef::default();
+        let operator = OperatorRef::default();
+        let subject = Subject {
+            signal: SignalType::ReconcileLoop,
+            key: &key,
+            object: &object,
+            operator: &operator,
+            controller: "widget",
+        };
+        let mut track = None;
+        findings
+            .iter()
+            .filter_map(|(now, finding)| step(&mut track, finding.clone(), &subject, *now, 30))
+            .map(|signal| {
+                assert_eq!(signal.id, "reconcile_loop:widgets/ns/w");
+                (signal.last_seen, signal.state, signal.figures["reconciles"])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fires_updates_when_changed_and_due_then_resolves() {
+        let sent = steps(&[
+            (0, Some(finding("c", 30.0))),
+            (10, Some(finding("c", 40.0))),
+            (20, Some(finding("c", 40.0))),
+            (30, Some(finding("c", 45.0))),
+            (40, Some(finding("c", 45.0))),
+            (70, Some(finding("c", 45.0))),
+            (80, None),
+            (90, None),
+        ]);
+        assert_eq!(
+            sent,
+            [
+                (0, SignalState::Firing, 30.0),
+                (30, SignalState::Firing, 45.0),
+                (80, SignalState::Resolved, 45.0),
+            ]
+        );
+    }
+
+    #[test]
+    fn severity_turns_critical_at_ten_times_the_threshold() {
+        assert_eq!(severity_for(299.0, 30.0), Severity::Warning);
+        assert_eq!(severity_for(300.0, 30.0), Severity::Critical);
+    }
+}

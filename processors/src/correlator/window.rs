@@ -1,0 +1,173 @@
+//! A fixed ring of time buckets over a sliding window of event time: which bucket a
+//! time falls in and what is still held; its users say what one bucket counts.
+
+use std::time::Duration;
+
+use super::events::Nanos;
+
+/// What one bucket holds: counts, or a running sum.
+pub(crate) trait Bucket: Default + Clone {
+    /// Adds another bucket's content to this one.
+    fn absorb(&mut self, other: &Self);
+}
+
+/// The event time of a duration, saturating far in the future.
+pub(crate) fn nanos(duration: Duration) -> Nanos {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct BucketRing<B> {
+    /// Event time covered by one bucket, at least 1 ns.
+    width: Nanos,
+    buckets: Box<[B]>,
+    /// Number (time / width) of the newest bucket written, if any.
+    newest: Option<u64>,
+}
+
+impl<B: Bucket> BucketRing<B> {
+    /// A ring of `count` buckets spanning `window`.
+    pub(crate) fn new(window: Duration, count: usize) -> Self {
+        let count = count.max(1);
+        let width = (nanos(window) / count as u64).max(1);
+        Self {
+            width,
+            buckets: vec![B::default(); count].into_boxed_slice(),
+            newest: None,
+        }
+    }
+
+    /// Event time covered by one bucket.
+    pub(crate) fn width(&self) -> Nanos {
+        self.width
+    }
+
+    /// The bucket for `time`, or `None` when `time` is older than the ring holds.
+    pub(crate) fn bucket_mut(&mut self, time: Nanos) -> Option<&mut B> {
+        let number = time / self.width;
+        match self.newest {
+            None => self.newest = Some(number),
+            Some(newest) if number > newest => self.move_to(newest, number),
+            Some(newest) if number + self.len() <= newest => return None,
+            Some(_) => {}
+        }
+        let position = self.position(number);
+        self.buckets.get_mut(position)
+    }
+
+    /// The held buckets of the window ending at `now`, oldest first, each with its
+    /// place in the window (0 is the oldest).
+    pub(crate) fn window(&self, now: Nanos) -> impl Iterator<Item = (usize, &B)> {
+        let len = self.len();
+        let last = now / self.width;
+        (0..len).filter_map(move |place| {
+            let number = (last + 1 + place).checked_sub(len)?;
+            let held = self
+                .newest
+                .is_some_and(|newest| number <= newest && number + len > newest);
+            if !held {
+                return None;
+            }
+            let bucket = self.buckets.get(self.position(number))?;
+            Some((usize::try_from(place).ok()?, bucket))
+        })
+    }
+
+    /// Everything counted in the window ending at `now`.
+    pub(crate) fn total(&self, now: Nanos) -> B {
+        self.sum(self.window(now).map(|(_, bucket)| bucket))
+    }
+
+    /// Number of buckets.
+    pub(crate) fn count(&self) -> usize {
+        self.buckets.len()
+    }
+
+    fn sum<'a>(&self, buckets: impl Iterator<Item = &'a B>) -> B
+    where
+        B: 'a,
+    {
+        buckets.fold(B::default(), |mut total, bucket| {
+            total.absorb(bucket);
+            total
+        })
+    }
+
+    /// Makes `number` the newest bucket, emptying the buckets it skips over.
+    fn move_to(&mut self, newest: u64, number: u64) {
+        let stale = (number - newest).min(self.len());
+        for step in 1..=stale {
+            let position = self.position(newest + step);
+            if let Some(bucket) = self.buckets.get_mut(position) {
+                *bucket = B::default();
+            }
+        }
+        self.newest = Some(number);
+    }
+
+    fn len(&self) -> u64 {
+        self.buckets.len() as u64
+    }
+
+    fn position(&self, number: u64) -> usize {
+        usize::try_from(number % self.len()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::correlator::events::NANOS_PER_SECOND;
+
+    #[derive(Debug, Clone, Default, PartialEq)]
+    struct Count(u32);
+
+    impl Bucket for Count {
+        fn absorb(&mut self, other: &Self) {
+            self.0 += other.0;
+        }
+    }
+
+    fn at(seconds: u64) -> Nanos {
+        seconds * NANOS_PER_SECOND
+    }
+
+    fn ring() -> BucketRing<Count> {
+        BucketRing::new(Duration::from_secs(10), 10)
+    }
+
+    fn add(ring: &mut BucketRing<Count>, seconds: u64) -> bool {
+        ring.bucket_mut(at(seconds))
+            .map(|bucket| bucket.0 += 1)
+            .is_some()
+    }
+
+    #[test]
+    fn counts_what_falls_in_the_window() {
+        let mut ring = ring();
+        for second in [100, 101, 101, 105, 109] {
+            add(&mut ring, second);
+        }
+        assert_eq!(ring.total(at(109)), Count(5));
+        assert_eq!(ring.total(at(110)), Count(4), "second 100 left the window");
+        assert_eq!(ring.total(at(120)), Count(0));
+    }
+
+    #[test]
+    fn late_times_land_in_their_bucket_until_it_is_reused() {
+        let mut ring = ring();
+        add(&mut ring, 100);
+        assert!(add(&mut ring, 95), "within the ring");
+        assert!(!add(&mut ring, 90), "older than the ring holds");
+        assert_eq!(ring.total(at(100)), Count(2));
+    }
+
+    #[test]
+    fn moving_far_ahead_forgets_everything() {
+        let mut ring = ring();
+        add(&mut ring, 100);
+        add(&mut ring, 200);
+        assert_eq!(ring.total(at(200)), Count(1));
+        assert_eq!(ring.window(at(200)).count(), 10);
+    }
+}
