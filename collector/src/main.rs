@@ -1,12 +1,16 @@
 //! The `opscope` command line.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use opscope::config::Config;
+use opscope::analyze::report;
+use opscope::config::{Config, ProcessorConfig};
+use opscope_processors::correlator::CorrelatorConfig;
+use opscope_processors::tagger::TaggerConfig;
+use opscope_processors::timestamp::parse_rfc3339;
 use tracing_subscriber::EnvFilter;
 
 /// opscope: the telemetry agent that catches misbehaving Kubernetes operators.
@@ -30,6 +34,28 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// Replay captured files (container logs, operator logs, audit logs, OTLP/JSON)
+    /// through the tagger and correlator and report the signals.
+    Analyze {
+        /// `table` for people, `json` for one JSON object per signal per line.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Evaluation time for leak ages (RFC 3339); default: the newest event time.
+        #[arg(long)]
+        at: Option<String>,
+        /// Config whose `operator_tagger` and `correlator` settings to use.
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Table,
+    Json,
 }
 
 fn main() -> ExitCode {
@@ -43,6 +69,12 @@ fn main() -> ExitCode {
             }
         },
         Command::Validate { config } => validate(&config),
+        Command::Analyze {
+            format,
+            at,
+            config,
+            paths,
+        } => analyze(format, at.as_deref(), config.as_ref(), paths),
     }
 }
 
@@ -68,6 +100,89 @@ fn validate(path: &PathBuf) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn analyze(
+    format: Format,
+    at: Option<&str>,
+    config: Option<&PathBuf>,
+    paths: Vec<PathBuf>,
+) -> ExitCode {
+    let at = match at.map(|text| parse_rfc3339(text).ok_or(text)).transpose() {
+        Ok(at) => at,
+        Err(text) => {
+            eprintln!("opscope analyze: --at {text:?} is not an RFC 3339 time");
+            return ExitCode::from(2);
+        }
+    };
+    let (tagger, correlator) = match config.map(|path| load(Some(path))).transpose() {
+        Ok(loaded) => analysis_settings(loaded.as_ref()),
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = opscope::analyze::Options {
+        paths,
+        at,
+        tagger,
+        correlator,
+    };
+    let mut analysis = match opscope::analyze::analyze(options) {
+        Ok(analysis) => analysis,
+        Err(err) => {
+            eprintln!("opscope analyze: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let written = match format {
+        Format::Json => analysis
+            .signals
+            .iter()
+            .try_for_each(|signal| writeln!(stdout, "{}", report::signal_json(signal))),
+        Format::Table => {
+            report::sort_for_people(&mut analysis.signals);
+            write!(
+                stdout,
+                "{}",
+                report::table(&analysis.signals, &analysis.totals)
+            )
+        }
+    };
+    if format == Format::Json {
+        let totals = &analysis.totals;
+        eprintln!(
+            "{} file(s), {} record(s) ({} malformed), {} reconcile(s), {} write(s), {} signal(s)",
+            totals.files,
+            totals.records,
+            totals.malformed,
+            totals.reconciles,
+            totals.writes,
+            analysis.signals.len()
+        );
+    }
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("opscope analyze: writing the report: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The tagger and correlator settings of a config (the first of each), or defaults.
+fn analysis_settings(config: Option<&Config>) -> (TaggerConfig, CorrelatorConfig) {
+    let mut tagger = TaggerConfig::default();
+    let mut correlator = CorrelatorConfig::default();
+    for processor in config.iter().flat_map(|c| c.processors.values()).rev() {
+        match processor {
+            ProcessorConfig::OperatorTagger(settings) => tagger = settings.clone(),
+            ProcessorConfig::Correlator(settings) => correlator = settings.clone(),
+            _ => {}
+        }
+    }
+    (tagger, correlator)
 }
 
 fn run(path: Option<PathBuf>) -> anyhow::Result<()> {

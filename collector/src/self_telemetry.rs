@@ -31,6 +31,11 @@ pub struct SelfTelemetry {
     send_failed: PerKind<Counter>,
     queue_size: Family<Labels, Gauge>,
     queue_capacity: Family<Labels, Gauge>,
+    pub signals: Family<Labels, Counter>,
+    pub correlator_tracked_objects: Family<Labels, Gauge>,
+    pub correlator_evicted_objects: Family<Labels, Gauge>,
+    pub correlator_late_events: Family<Labels, Gauge>,
+    pub signals_dropped: Counter,
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -92,7 +97,42 @@ impl SelfTelemetry {
             "Batches an exporter's sending queue holds",
             queue_capacity.clone(),
         );
+        let signals = Family::<Labels, Counter>::default();
+        registry.register(
+            "signals",
+            "Signals that started firing, by signal and cause",
+            signals.clone(),
+        );
+        let correlator_tracked_objects = Family::<Labels, Gauge>::default();
+        registry.register(
+            "correlator_tracked_objects",
+            "Objects the correlator holds state for",
+            correlator_tracked_objects.clone(),
+        );
+        let correlator_evicted_objects = Family::<Labels, Gauge>::default();
+        registry.register(
+            "correlator_evicted_objects",
+            "Objects evicted because the correlator was at its cap (total since start)",
+            correlator_evicted_objects.clone(),
+        );
+        let correlator_late_events = Family::<Labels, Gauge>::default();
+        registry.register(
+            "correlator_late_events",
+            "Events older than the accepted lateness, dropped (total since start)",
+            correlator_late_events.clone(),
+        );
+        let signals_dropped = Counter::default();
+        registry.register(
+            "signals_dropped",
+            "Signal changes lost because their consumer fell behind",
+            signals_dropped.clone(),
+        );
         Self {
+            signals,
+            correlator_tracked_objects,
+            correlator_evicted_objects,
+            correlator_late_events,
+            signals_dropped,
             registry,
             accepted,
             refused,

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use opscope_exporters::SendingQueue;
-use opscope_processors::Telemetry;
+use opscope_processors::{Telemetry, TelemetryKind};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -18,6 +18,8 @@ use crate::extensions::health_check::{self, Readiness};
 use crate::pipeline::{Consumer, Pipeline};
 use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
 use crate::self_telemetry::SelfTelemetry;
+use crate::signals::SignalOutput;
+use opscope_processors::correlator::SharedCorrelator;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -40,35 +42,24 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_receiving = CancellationToken::new();
     let stop_servers = CancellationToken::new();
 
+    let stop_ticking = CancellationToken::new();
+    let signals = SignalOutput::start(&config, &telemetry, stop_ticking.clone());
+
     let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
     let mut pipelines = JoinSet::new();
     let mut queues = Vec::new();
+    let mut builder = PipelineBuilder {
+        config: &config,
+        telemetry: &telemetry,
+        correlators: &signals.correlators,
+        abort: &abort_exports,
+        consumers: &mut consumers,
+    };
     for spec in config.pipelines() {
         let (task, mut sending) = match spec.kind {
-            opscope_processors::TelemetryKind::Traces => build(
-                &config,
-                &spec,
-                &telemetry,
-                &abort_exports,
-                &mut consumers,
-                |c| &mut c.traces,
-            )?,
-            opscope_processors::TelemetryKind::Logs => build(
-                &config,
-                &spec,
-                &telemetry,
-                &abort_exports,
-                &mut consumers,
-                |c| &mut c.logs,
-            )?,
-            opscope_processors::TelemetryKind::Metrics => build(
-                &config,
-                &spec,
-                &telemetry,
-                &abort_exports,
-                &mut consumers,
-                |c| &mut c.metrics,
-            )?,
+            TelemetryKind::Traces => builder.build(&spec, |c| &mut c.traces)?,
+            TelemetryKind::Logs => builder.build(&spec, |c| &mut c.logs)?,
+            TelemetryKind::Metrics => builder.build(&spec, |c| &mut c.metrics)?,
         };
         pipelines.spawn(task);
         queues.append(&mut sending);
@@ -119,6 +110,8 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
             tracing::error!("stopping tasks that did not finish after the shutdown timeout");
         }
     }
+    stop_ticking.cancel();
+    signals.finish().await;
     stop_servers.cancel();
     while servers.join_next().await.is_some() {}
     tracing::info!("opscope stopped");
@@ -149,34 +142,50 @@ impl Draining {
 
 type PipelineTask = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Builds one pipeline of signal type `T` and registers its input with the
-/// consumers of the receivers it lists.
-fn build<T: Telemetry>(
-    config: &Config,
-    spec: &PipelineSpec<'_>,
-    telemetry: &SelfTelemetry,
-    abort: &CancellationToken,
-    consumers: &mut BTreeMap<String, Consumers>,
-    consumer_of: fn(&mut Consumers) -> &mut Consumer<T>,
-) -> Result<(PipelineTask, Vec<SendingQueue>), ConfigError> {
-    let processors: Vec<_> = spec
-        .config
-        .processors
-        .iter()
-        .filter_map(|id| config.processors.get(id).map(|p| (id.as_str(), p)))
-        .collect();
-    let exporters: Vec<_> = spec
-        .config
-        .exporters
-        .iter()
-        .filter_map(|id| config.exporters.get(id).map(|e| (id.as_str(), e)))
-        .collect();
-    let (pipeline, input, queues): (Pipeline<T>, mpsc::Sender<T>, _) =
-        Pipeline::build(spec.id, &processors, &exporters, telemetry, abort)?;
-    for receiver in &spec.config.receivers {
-        consumer_of(consumers.entry(receiver.clone()).or_default()).add_input(input.clone());
+/// Builds pipelines and connects them to the receivers they list.
+struct PipelineBuilder<'a> {
+    config: &'a Config,
+    telemetry: &'a SelfTelemetry,
+    correlators: &'a BTreeMap<String, SharedCorrelator>,
+    abort: &'a CancellationToken,
+    consumers: &'a mut BTreeMap<String, Consumers>,
+}
+
+impl PipelineBuilder<'_> {
+    /// Builds one pipeline of signal type `T` and registers its input with the
+    /// consumers of the receivers it lists.
+    fn build<T: Telemetry>(
+        &mut self,
+        spec: &PipelineSpec<'_>,
+        consumer_of: fn(&mut Consumers) -> &mut Consumer<T>,
+    ) -> Result<(PipelineTask, Vec<SendingQueue>), ConfigError> {
+        let config = self.config;
+        let processors: Vec<_> = spec
+            .config
+            .processors
+            .iter()
+            .filter_map(|id| config.processors.get(id).map(|p| (id.as_str(), p)))
+            .collect();
+        let exporters: Vec<_> = spec
+            .config
+            .exporters
+            .iter()
+            .filter_map(|id| config.exporters.get(id).map(|e| (id.as_str(), e)))
+            .collect();
+        let (pipeline, input, queues): (Pipeline<T>, mpsc::Sender<T>, _) = Pipeline::build(
+            spec.id,
+            &processors,
+            self.correlators,
+            &exporters,
+            self.telemetry,
+            self.abort,
+        )?;
+        for receiver in &spec.config.receivers {
+            consumer_of(self.consumers.entry(receiver.clone()).or_default())
+                .add_input(input.clone());
+        }
+        Ok((Box::pin(pipeline.run()), queues))
     }
-    Ok((Box::pin(pipeline.run()), queues))
 }
 
 async fn serve_extensions(

@@ -10,6 +10,7 @@ pub mod resource;
 pub mod semconv;
 pub mod tagger;
 pub mod telemetry;
+pub mod timestamp;
 
 pub use processor::{Processor, ProcessorChain};
 pub use telemetry::{Telemetry, TelemetryKind};

@@ -46,7 +46,14 @@ pub const RECORD_RECONCILE: &str = "reconcile";
 pub const RECORD_API_CALL: &str = "api_call";
 pub const RECORD_OBJECT_STATE: &str = "object_state";
 
-// API calls (client spans, audit events, 409 messages).
+// API calls (client spans, audit events, 409 messages). The call's target object is
+// named separately from `k8s.object.*`, which is the object being reconciled: a
+// reconcile of a RayJob may create a Pod.
+pub const API_GROUP: &str = "k8s.api.group";
+pub const API_KIND: &str = "k8s.api.kind";
+pub const API_RESOURCE: &str = "k8s.api.resource";
+pub const API_NAMESPACE: &str = "k8s.api.namespace";
+pub const API_NAME: &str = "k8s.api.name";
 /// Kubernetes verb: get, list, watch, create, update, patch, delete.
 pub const API_VERB: &str = "k8s.api.verb";
 pub const API_SUBRESOURCE: &str = "k8s.api.subresource";
@@ -61,6 +68,7 @@ pub const HTTP_STATUS_CODE_OLD: &str = "http.status_code";
 pub const URL_FULL: &str = "url.full";
 pub const HTTP_URL_OLD: &str = "http.url";
 pub const URL_PATH: &str = "url.path";
+pub const URL_QUERY: &str = "url.query";
 
 /// Where a log record came from, for evidence (`file:line`).
 pub const LOG_SOURCE: &str = "opscope.log.source";

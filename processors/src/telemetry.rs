@@ -21,6 +21,10 @@ use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use opscope_proto::prost::Message;
 use serde::Serialize;
+
+use crate::correlator::events::Event;
+use crate::correlator::extract;
+use crate::tagger::OperatorTagger;
 use serde::de::DeserializeOwned;
 
 /// The three OTLP signal types.
@@ -116,6 +120,12 @@ pub trait Telemetry:
     /// Items a destination refused although it answered success (OTLP partial
     /// success), with its message.
     fn rejected_items(response: &Self::Response) -> (u64, String);
+
+    /// Runs the operator tagger over the batch.
+    fn tag(&mut self, tagger: &mut OperatorTagger);
+
+    /// The correlator events the batch's (tagged) records stand for.
+    fn correlator_events(&self, out: &mut Vec<Event>);
 
     /// Spans, log records or metric data points in this batch.
     fn item_count(&self) -> usize {
@@ -234,7 +244,7 @@ impl Splittable for Metric {
 
 /// Implements [`Telemetry`] for one OTLP export request type.
 macro_rules! telemetry_request {
-    ($request:ty, $response:ty, $data:ty, $field:ident, $rejected:ident, $kind:expr, $grpc:expr, $http:expr) => {
+    ($request:ty, $response:ty, $data:ty, $field:ident, $rejected:ident, $kind:expr, $grpc:expr, $http:expr, $tag:ident, $extract:path) => {
         impl Telemetry for $request {
             type Response = $response;
             type ResourceData = $data;
@@ -257,6 +267,14 @@ macro_rules! telemetry_request {
 
             fn resource_mut(data: &mut $data) -> &mut Option<Resource> {
                 &mut data.resource
+            }
+
+            fn tag(&mut self, tagger: &mut OperatorTagger) {
+                tagger.$tag(self);
+            }
+
+            fn correlator_events(&self, out: &mut Vec<Event>) {
+                $extract(self, out);
             }
 
             fn rejected_items(response: &$response) -> (u64, String) {
@@ -282,7 +300,9 @@ telemetry_request!(
     rejected_spans,
     TelemetryKind::Traces,
     "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-    "/v1/traces"
+    "/v1/traces",
+    tag_traces,
+    extract::from_traces
 );
 telemetry_request!(
     ExportLogsServiceRequest,
@@ -292,7 +312,9 @@ telemetry_request!(
     rejected_log_records,
     TelemetryKind::Logs,
     "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
-    "/v1/logs"
+    "/v1/logs",
+    tag_logs,
+    extract::from_logs
 );
 telemetry_request!(
     ExportMetricsServiceRequest,
@@ -302,7 +324,9 @@ telemetry_request!(
     rejected_data_points,
     TelemetryKind::Metrics,
     "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
-    "/v1/metrics"
+    "/v1/metrics",
+    tag_metrics,
+    extract::from_metrics
 );
 
 #[cfg(test)]

@@ -5,7 +5,9 @@ use opscope_exporters::debug::DebugConfig;
 use opscope_exporters::otlp::{OtlpExporterConfig, OtlpProtocol};
 use opscope_processors::batch::BatchConfig;
 use opscope_processors::config::FieldError;
+use opscope_processors::correlator::CorrelatorConfig;
 use opscope_processors::resource::ResourceConfig;
+use opscope_processors::tagger::TaggerConfig;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -22,6 +24,8 @@ pub enum ReceiverConfig {
 pub enum ProcessorConfig {
     Batch(BatchConfig),
     Resource(ResourceConfig),
+    OperatorTagger(TaggerConfig),
+    Correlator(CorrelatorConfig),
 }
 
 #[derive(Debug, Clone)]
@@ -71,7 +75,8 @@ impl ReceiverConfig {
 }
 
 impl ProcessorConfig {
-    pub const TYPES: &'static [&'static str] = &["batch", "resource"];
+    pub const TYPES: &'static [&'static str] =
+        &["batch", "resource", "operator_tagger", "correlator"];
 
     pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
         match kind {
@@ -84,6 +89,16 @@ impl ProcessorConfig {
                 let config: ResourceConfig = settings(value, path)?;
                 checked(config.validate(), path)?;
                 Ok(Self::Resource(config))
+            }
+            "operator_tagger" => {
+                let config: TaggerConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::OperatorTagger(config))
+            }
+            "correlator" => {
+                let config: CorrelatorConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Correlator(config))
             }
             _ => Err(unknown("processor", kind, Self::TYPES, path)),
         }

@@ -5,13 +5,17 @@
 
 pub mod consumer;
 
+use std::collections::BTreeMap;
+
 use std::time::Instant;
 
 use opscope_exporters::debug::DebugExporter;
 use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
 use opscope_exporters::{QueueConfig, QueueSender, RetryConfig, SendingQueue};
 use opscope_processors::batch::BatchProcessor;
+use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::resource::ResourceProcessor;
+use opscope_processors::tagger::OperatorTagger;
 use opscope_processors::{Processor, ProcessorChain, Telemetry};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +48,7 @@ impl<T: Telemetry> Pipeline<T> {
     pub fn build(
         id: &str,
         processors: &[(&str, &ProcessorConfig)],
+        correlators: &BTreeMap<String, SharedCorrelator>,
         exporters: &[(&str, &ExporterConfig)],
         telemetry: &SelfTelemetry,
         abort: &CancellationToken,
@@ -51,7 +56,7 @@ impl<T: Telemetry> Pipeline<T> {
         let chain = ProcessorChain::new(
             processors
                 .iter()
-                .map(|(name, config)| build_processor::<T>(name, config))
+                .map(|(name, config)| build_processor::<T>(name, config, correlators))
                 .collect::<Result<_, _>>()?,
         );
         let mut outputs = Vec::new();
@@ -129,6 +134,7 @@ impl<T: Telemetry> FanOut<T> {
 fn build_processor<T: Telemetry>(
     name: &str,
     config: &ProcessorConfig,
+    correlators: &BTreeMap<String, SharedCorrelator>,
 ) -> Result<Box<dyn Processor<T>>, ConfigError> {
     Ok(match config {
         ProcessorConfig::Batch(batch) => Box::new(BatchProcessor::new(batch.clone())),
@@ -137,6 +143,15 @@ fn build_processor<T: Telemetry>(
                 ConfigError::new(format!("processors.{name}.{}", e.field), e.message)
             })?)
         }
+        ProcessorConfig::OperatorTagger(tagger) => Box::new(OperatorTagger::new(tagger)),
+        // Every pipeline that lists a correlator feeds the same one.
+        ProcessorConfig::Correlator(_) => match correlators.get(name) {
+            Some(shared) => Box::new(shared.clone()),
+            None => {
+                let message = "correlator was not started";
+                return Err(ConfigError::new(format!("processors.{name}"), message));
+            }
+        },
     })
 }
 

@@ -1,3 +1,15 @@
 //! The `operator_tagger` processor: recognises which operator, reconcile and object
 //! each record belongs to, from the shapes real operators emit, and writes it as
 //! attributes.
+
+pub mod api;
+pub mod audit;
+pub mod conflict;
+pub mod formats;
+pub mod operator;
+mod otlp_fields;
+pub mod processor;
+pub mod status_digest;
+pub mod trace_map;
+
+pub use processor::{OperatorTagger, TaggerConfig};

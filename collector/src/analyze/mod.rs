@@ -1,0 +1,276 @@
+//! `opscope analyze`: replays captured files through the same tagger and correlator
+//! as the live agent and reports the signals with their evidence and hints.
+
+pub mod input;
+pub mod report;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use opscope_processors::Telemetry;
+use opscope_processors::correlator::events::{Event, Nanos, ObjectEventKind};
+use opscope_processors::correlator::{Correlator, CorrelatorConfig, Signal};
+use opscope_processors::semconv::{
+    K8S_CONTAINER_NAME, K8S_NAMESPACE_NAME, K8S_POD_NAME, LOG_SOURCE, SERVICE_NAME,
+};
+use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
+use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use opscope_proto::otlp::resource::v1::Resource;
+
+use input::{InputError, Line, classify, collect_files, pod_identity, read_lines};
+
+/// Records handed to the tagger at a time (cut only between records, so a stack
+/// trace stays with its error line).
+const CHUNK: usize = 1000;
+
+/// What `analyze` read and found.
+pub struct Analysis {
+    /// The final state of every signal that fired, by id.
+    pub signals: Vec<Signal>,
+    pub totals: Totals,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    pub files: usize,
+    pub records: u64,
+    pub malformed: u64,
+    pub reconciles: u64,
+    pub writes: u64,
+    pub events: u64,
+}
+
+pub struct Options {
+    pub paths: Vec<PathBuf>,
+    /// Evaluation time for leaks; default: the newest event time in the input.
+    pub at: Option<Nanos>,
+    pub tagger: TaggerConfig,
+    pub correlator: CorrelatorConfig,
+}
+
+pub fn analyze(options: Options) -> Result<Analysis, InputError> {
+    let mut tagger = OperatorTagger::new(&options.tagger);
+    let mut totals = Totals::default();
+    let mut events = Vec::new();
+    for file in collect_files(&options.paths)? {
+        totals.files += 1;
+        read_file(&file, &mut tagger, &mut events, &mut totals)?;
+    }
+    // Files interleave in time: replay every event in event-time order.
+    events.sort_by_key(Event::time);
+    totals.events = events.len() as u64;
+    count_evidence(&events, &mut totals);
+    Ok(Analysis {
+        signals: replay(events, options.at, options.correlator),
+        totals,
+    })
+}
+
+fn replay(events: Vec<Event>, at: Option<Nanos>, config: CorrelatorConfig) -> Vec<Signal> {
+    let mut correlator = Correlator::new(config);
+    let mut latest: BTreeMap<String, Signal> = BTreeMap::new();
+    let mut keep = |signals: Vec<Signal>| {
+        for signal in signals {
+            latest.insert(signal.id.clone(), signal);
+        }
+    };
+    for event in events {
+        let time = event.time();
+        correlator.observe(event);
+        keep(correlator.advance(time));
+    }
+    let end = at
+        .unwrap_or_else(|| correlator.watermark())
+        .max(correlator.watermark());
+    keep(correlator.advance(end));
+    latest.into_values().collect()
+}
+
+fn count_evidence(events: &[Event], totals: &mut Totals) {
+    let mut reconciles = HashSet::new();
+    for event in events {
+        let Event::Object(event) = event else {
+            continue;
+        };
+        match &event.kind {
+            // Records of one reconcile share its id; without an id each is one.
+            ObjectEventKind::Reconcile(reconcile)
+                if reconcile.reconcile_id.is_empty()
+                    || reconciles.insert((event.object.key(), reconcile.reconcile_id.clone())) =>
+            {
+                totals.reconciles += 1
+            }
+            ObjectEventKind::Write(_) => totals.writes += 1,
+            _ => {}
+        }
+    }
+}
+
+/// Reads one file into correlator events, through the tagger.
+fn read_file(
+    path: &Path,
+    tagger: &mut OperatorTagger,
+    events: &mut Vec<Event>,
+    totals: &mut Totals,
+) -> Result<(), InputError> {
+    let resource = file_resource(path);
+    let source = path.display().to_string();
+    let mut chunk = LogChunk::new(resource);
+    let mut partial: Option<(usize, String, u64)> = None;
+    read_lines(path, |number, line, cut| {
+        if cut {
+            totals.malformed += 1;
+            eprintln!(
+                "{source}:{number}: line longer than {} bytes, cut",
+                input::MAX_LINE_BYTES
+            );
+        }
+        let line = match classify(line) {
+            Ok(line) => line,
+            Err(reason) => {
+                totals.malformed += 1;
+                eprintln!("{source}:{number}: skipped: {reason}");
+                return;
+            }
+        };
+        match line {
+            Line::Container {
+                content,
+                partial: more,
+                time_unix_nano,
+            } => {
+                // Pieces of one long line (`P`) are joined up to the final piece (`F`).
+                let (first, mut text, time) =
+                    partial
+                        .take()
+                        .unwrap_or((number, String::new(), time_unix_nano));
+                if text.len() + content.len() <= input::MAX_LINE_BYTES {
+                    text.push_str(&content);
+                }
+                if more {
+                    partial = Some((first, text, time));
+                } else {
+                    chunk.push(text, time, format!("{source}:{first}"));
+                }
+            }
+            Line::Text(text) => chunk.push(text, 0, format!("{source}:{number}")),
+            Line::Traces(mut request) => {
+                totals.records += request.item_count() as u64;
+                request.tag(tagger);
+                request.correlator_events(events);
+            }
+            Line::Logs(mut request) => {
+                totals.records += request.item_count() as u64;
+                request.tag(tagger);
+                request.correlator_events(events);
+            }
+            Line::Metrics(mut request) => {
+                totals.records += request.item_count() as u64;
+                request.tag(tagger);
+                request.correlator_events(events);
+            }
+        }
+        if chunk.is_full() {
+            totals.records += chunk.flush(tagger, events);
+        }
+    })?;
+    if let Some((first, text, time)) = partial {
+        chunk.push(text, time, format!("{source}:{first}"));
+    }
+    totals.records += chunk.flush(tagger, events);
+    Ok(())
+}
+
+/// Log lines of one file waiting to be tagged together.
+struct LogChunk {
+    resource: Resource,
+    records: Vec<LogRecord>,
+}
+
+impl LogChunk {
+    fn new(resource: Resource) -> Self {
+        Self {
+            resource,
+            records: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, line: String, time_unix_nano: u64, source: String) {
+        self.records.push(LogRecord {
+            time_unix_nano,
+            observed_time_unix_nano: time_unix_nano,
+            body: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(line)),
+            }),
+            attributes: vec![string_attribute(LOG_SOURCE, source)],
+            ..Default::default()
+        });
+    }
+
+    fn is_full(&self) -> bool {
+        self.records.len() >= CHUNK
+    }
+
+    /// Tags the lines and turns them into events; returns how many were read.
+    fn flush(&mut self, tagger: &mut OperatorTagger, events: &mut Vec<Event>) -> u64 {
+        if self.records.is_empty() {
+            return 0;
+        }
+        let count = self.records.len() as u64;
+        let mut request = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(self.resource.clone()),
+                scope_logs: vec![ScopeLogs {
+                    log_records: std::mem::take(&mut self.records),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        request.tag(tagger);
+        request.correlator_events(events);
+        count
+    }
+}
+
+fn string_attribute(key: &str, value: String) -> KeyValue {
+    KeyValue {
+        key: key.to_string(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value)),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The resource of a file's lines: the pod from a kubelet path, else the file name
+/// as the service (an operator's log saved as `kuberay-operator.log`).
+fn file_resource(path: &Path) -> Resource {
+    let attributes = match pod_identity(path) {
+        Some(pod) => vec![
+            string_attribute(K8S_NAMESPACE_NAME, pod.namespace),
+            string_attribute(K8S_POD_NAME, pod.pod),
+            string_attribute(K8S_CONTAINER_NAME, pod.container),
+            string_attribute("k8s.pod.uid", pod.uid),
+            string_attribute("k8s.container.restart_count", pod.restart_count),
+        ],
+        None => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let stem = name
+                .trim_end_matches(".gz")
+                .trim_end_matches(".log")
+                .trim_end_matches(".jsonl")
+                .trim_end_matches(".json");
+            vec![string_attribute(SERVICE_NAME, stem.to_string())]
+        }
+    };
+    Resource {
+        attributes,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,479 @@
+//! The `operator_tagger` processor: runs the recognisers over every span and log
+//! record and writes what they found as opscope's attributes (see `semconv`).
+
+use std::time::{Duration, Instant};
+
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+use opscope_proto::otlp::common::v1::{KeyValue, any_value::Value};
+use opscope_proto::otlp::logs::v1::LogRecord;
+use opscope_proto::otlp::resource::v1::Resource;
+use opscope_proto::otlp::trace::v1::Span;
+use opscope_proto::otlp::trace::v1::status::StatusCode;
+use serde::Deserialize;
+
+use super::api::{ApiCall, api_call_from_span};
+use super::audit::{AuditFacts, parse_audit_line};
+use super::conflict::{Conflict, find_conflict};
+use super::formats::{LogFacts, LogOutcome, is_continuation, recognize_line};
+use super::operator::{OperatorMapping, OperatorResolver};
+use super::otlp_fields::facts_from_attributes;
+use super::trace_map::{ReconcileContext, TraceMap};
+use crate::attributes::{array_value, get_str, insert, set, set_str, string_value};
+use crate::config::{FieldError, duration};
+use crate::semconv::*;
+use crate::{Processor, Telemetry};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TaggerConfig {
+    /// Pods (by namespace and pod-name glob) to operator names, tried before the
+    /// resource's own names.
+    pub operators: Vec<OperatorMapping>,
+    /// Traces whose reconcile is remembered for their child spans and logs.
+    pub max_traces: usize,
+    #[serde(deserialize_with = "duration")]
+    pub trace_ttl: Duration,
+}
+
+impl Default for TaggerConfig {
+    fn default() -> Self {
+        Self {
+            operators: Vec::new(),
+            max_traces: 10_000,
+            trace_ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+impl TaggerConfig {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        for (index, mapping) in self.operators.iter().enumerate() {
+            mapping.validate().map_err(|e| {
+                FieldError::new(format!("operators[{index}].{}", e.field), e.message)
+            })?;
+        }
+        if self.max_traces == 0 {
+            return Err(FieldError::new("max_traces", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+pub struct OperatorTagger {
+    operators: OperatorResolver,
+    traces: TraceMap,
+}
+
+impl OperatorTagger {
+    pub fn new(config: &TaggerConfig) -> Self {
+        Self {
+            operators: OperatorResolver::new(&config.operators),
+            traces: TraceMap::new(
+                config.max_traces,
+                config.trace_ttl.as_nanos().min(u64::MAX as u128) as u64,
+            ),
+        }
+    }
+
+    fn tag_resource(&self, resource: &mut Option<Resource>) {
+        let resource = resource.get_or_insert_with(Resource::default);
+        if let Some(operator) = self.operators.resolve(&resource.attributes) {
+            insert(
+                &mut resource.attributes,
+                OPERATOR_NAME,
+                string_value(operator),
+            );
+        }
+    }
+
+    pub fn tag_traces(&mut self, request: &mut ExportTraceServiceRequest) {
+        for resource_spans in &mut request.resource_spans {
+            self.tag_resource(&mut resource_spans.resource);
+            // Roots first, so children earlier in the batch find their reconcile.
+            for span in resource_spans
+                .scope_spans
+                .iter_mut()
+                .flat_map(|s| &mut s.spans)
+            {
+                if let Some(context) = reconcile_root(span) {
+                    write_context(&mut span.attributes, &context);
+                    set_str(&mut span.attributes, OPSCOPE_RECORD, RECORD_RECONCILE);
+                    write_span_outcome(span);
+                    self.traces
+                        .insert(&span.trace_id, context, span.start_time_unix_nano);
+                }
+            }
+            for span in resource_spans
+                .scope_spans
+                .iter_mut()
+                .flat_map(|s| &mut s.spans)
+            {
+                if let Some(context) = self.traces.get(&span.trace_id) {
+                    write_context(&mut span.attributes, context);
+                }
+                tag_api_call(span);
+            }
+        }
+    }
+
+    pub fn tag_logs(&mut self, request: &mut ExportLogsServiceRequest) {
+        for resource_logs in &mut request.resource_logs {
+            self.tag_resource(&mut resource_logs.resource);
+            for scope_logs in &mut resource_logs.scope_logs {
+                let records = std::mem::take(&mut scope_logs.log_records);
+                scope_logs.log_records = self.tag_log_records(records);
+            }
+        }
+    }
+
+    pub fn tag_metrics(&mut self, request: &mut ExportMetricsServiceRequest) {
+        for resource_metrics in &mut request.resource_metrics {
+            self.tag_resource(&mut resource_metrics.resource);
+        }
+    }
+
+    /// Tags each record; joins stack-trace lines to the record they follow and
+    /// splits audit event lists into one record per event.
+    fn tag_log_records(&mut self, records: Vec<LogRecord>) -> Vec<LogRecord> {
+        let mut tagged: Vec<LogRecord> = Vec::with_capacity(records.len());
+        for mut record in records {
+            let body = body_text(&record).map(str::to_string);
+            if let Some(text) = &body {
+                if is_continuation(text)
+                    && let Some(previous) = tagged.last_mut().filter(|p| joins(p))
+                {
+                    append_line(previous, text);
+                    continue;
+                }
+                if text.contains("\"auditID\"")
+                    && let Ok(events) = parse_audit_line(text)
+                {
+                    tagged.extend(events.iter().map(|event| audit_record(&record, event)));
+                    continue;
+                }
+            }
+            self.tag_log_record(&mut record, body.as_deref());
+            tagged.push(record);
+        }
+        tagged
+    }
+
+    fn tag_log_record(&mut self, record: &mut LogRecord, body: Option<&str>) {
+        let mut facts = body.map(recognize_line).unwrap_or_default();
+        facts_from_attributes(&record.attributes, &mut facts);
+        if record.time_unix_nano == 0 {
+            record.time_unix_nano = facts.time_unix_nano.unwrap_or(0);
+        }
+        if record.severity_number == 0
+            && let Some(level) = facts.level
+        {
+            record.severity_number = level.severity_number();
+            record.severity_text = level.name().to_string();
+        }
+        let attributes = &mut record.attributes;
+        if let Some(context) = self.traces.get(&record.trace_id) {
+            write_context(attributes, context);
+        }
+        write_log_facts(attributes, &facts);
+        if let Some(conflict) = facts.error.as_deref().and_then(find_conflict) {
+            write_conflict(attributes, &conflict);
+        }
+    }
+}
+
+/// The reconcile a span stands for, if it is a reconcile's root: a span named
+/// `reconcile`/`Reconcile`, kube-rs's `reconciling object`, or one that carries
+/// reconcile attributes itself.
+fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
+    let mut facts = LogFacts::default();
+    facts_from_attributes(&span.attributes, &mut facts);
+    let named = matches!(
+        span.name.as_str(),
+        "reconcile" | "Reconcile" | "reconciling object"
+    );
+    let carries = get_str(&span.attributes, RECONCILE_ID).is_some()
+        && get_str(&span.attributes, OPSCOPE_RECORD).is_none();
+    if !named && !carries && facts.reconcile_id.is_none() {
+        return None;
+    }
+    let attribute = |key| get_str(&span.attributes, key).map(str::to_string);
+    let span_id: String = span.span_id.iter().map(|b| format!("{b:02x}")).collect();
+    Some(ReconcileContext {
+        reconcile_id: facts
+            .reconcile_id
+            .or_else(|| attribute(RECONCILE_ID))
+            .unwrap_or(span_id),
+        controller: facts
+            .controller
+            .or_else(|| attribute(CONTROLLER))
+            .unwrap_or_default(),
+        group: facts
+            .group
+            .or_else(|| attribute(OBJECT_GROUP))
+            .unwrap_or_default(),
+        kind: facts
+            .kind
+            .or_else(|| attribute(OBJECT_KIND))
+            .unwrap_or_default(),
+        namespace: facts
+            .namespace
+            .or_else(|| attribute(OBJECT_NAMESPACE))
+            .unwrap_or_default(),
+        name: facts
+            .name
+            .or_else(|| attribute(OBJECT_NAME))
+            .unwrap_or_default(),
+    })
+}
+
+/// Writes a reconcile's identity where the record does not say otherwise.
+fn write_context(attributes: &mut Vec<KeyValue>, context: &ReconcileContext) {
+    for (key, value) in [
+        (RECONCILE_ID, &context.reconcile_id),
+        (CONTROLLER, &context.controller),
+        (OBJECT_GROUP, &context.group),
+        (OBJECT_KIND, &context.kind),
+        (OBJECT_NAMESPACE, &context.namespace),
+        (OBJECT_NAME, &context.name),
+    ] {
+        if !value.is_empty() {
+            insert(attributes, key, string_value(value.as_str()));
+        }
+    }
+}
+
+fn write_span_outcome(span: &mut Span) {
+    let failed = span
+        .status
+        .as_ref()
+        .filter(|s| s.code == StatusCode::Error as i32)
+        .map(|s| s.message.clone());
+    let attributes = &mut span.attributes;
+    match failed {
+        Some(message) => {
+            insert(attributes, RECONCILE_RESULT, string_value("error"));
+            if !message.is_empty() {
+                insert(attributes, RECONCILE_ERROR, string_value(message.as_str()));
+            }
+        }
+        None => insert(attributes, RECONCILE_RESULT, string_value("ok")),
+    }
+}
+
+/// Client HTTP spans to the API server, and 409 messages in a span's status or events.
+fn tag_api_call(span: &mut Span) {
+    if let Some(call) = api_call_from_span(&span.attributes) {
+        write_api_call(&mut span.attributes, &call);
+    }
+    let status_message = span
+        .status
+        .as_ref()
+        .map(|s| s.message.as_str())
+        .unwrap_or_default();
+    let event_messages = span
+        .events
+        .iter()
+        .flat_map(|e| &e.attributes)
+        .filter_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
+            Value::StringValue(s) if kv.key == "exception.message" => Some(s.as_str()),
+            _ => None,
+        });
+    let conflict = std::iter::once(status_message)
+        .chain(event_messages)
+        .find_map(find_conflict);
+    if let Some(conflict) = conflict {
+        write_conflict(&mut span.attributes, &conflict);
+    }
+}
+
+fn write_api_call(attributes: &mut Vec<KeyValue>, call: &ApiCall) {
+    let path = &call.path;
+    for (key, value) in [
+        (API_GROUP, path.group.as_str()),
+        (API_RESOURCE, path.resource.as_str()),
+        (API_NAMESPACE, path.namespace.as_str()),
+        (API_NAME, path.name.as_str()),
+        (API_SUBRESOURCE, path.subresource.as_str()),
+    ] {
+        if !value.is_empty() {
+            set_str(attributes, key, value);
+        }
+    }
+    set_str(attributes, API_VERB, call.verb);
+    insert(attributes, OPSCOPE_RECORD, string_value(RECORD_API_CALL));
+    if let Some(code) = call.code {
+        insert(
+            attributes,
+            HTTP_RESPONSE_STATUS_CODE,
+            Value::IntValue(i64::from(code)),
+        );
+    }
+}
+
+/// A 409 names its object by resource and name only; the namespace is the one of the
+/// object the record is about, which is where an operator's conflicting writes go.
+fn write_conflict(attributes: &mut Vec<KeyValue>, conflict: &Conflict) {
+    let namespace = get_str(attributes, API_NAMESPACE)
+        .or_else(|| get_str(attributes, OBJECT_NAMESPACE))
+        .unwrap_or_default()
+        .to_string();
+    set_str(attributes, API_RESOURCE, &conflict.resource);
+    if !conflict.group.is_empty() {
+        set_str(attributes, API_GROUP, &conflict.group);
+    }
+    set_str(attributes, API_NAME, &conflict.name);
+    if !namespace.is_empty() {
+        set_str(attributes, API_NAMESPACE, &namespace);
+    }
+    insert(attributes, API_VERB, string_value("update"));
+    set(attributes, HTTP_RESPONSE_STATUS_CODE, Value::IntValue(409));
+}
+
+fn write_log_facts(attributes: &mut Vec<KeyValue>, facts: &LogFacts) {
+    let context = ReconcileContext {
+        reconcile_id: facts.reconcile_id.clone().unwrap_or_default(),
+        controller: facts.controller.clone().unwrap_or_default(),
+        group: facts.group.clone().unwrap_or_default(),
+        kind: facts.kind.clone().unwrap_or_default(),
+        namespace: facts.namespace.clone().unwrap_or_default(),
+        name: facts.name.clone().unwrap_or_default(),
+    };
+    write_context(attributes, &context);
+    let has_object = get_str(attributes, OBJECT_NAME).is_some();
+    if let Some(outcome) = &facts.outcome {
+        let (result, after) = match outcome {
+            LogOutcome::Ok => ("ok", None),
+            LogOutcome::Error => ("error", None),
+            LogOutcome::Requeue => ("requeue", None),
+            LogOutcome::RequeueAfter(delay) => ("requeue_after", Some(delay.as_secs_f64())),
+        };
+        set_str(attributes, RECONCILE_RESULT, result);
+        if let Some(seconds) = after {
+            set(
+                attributes,
+                RECONCILE_REQUEUE_AFTER,
+                Value::DoubleValue(seconds),
+            );
+        }
+        if has_object {
+            insert(attributes, OPSCOPE_RECORD, string_value(RECORD_RECONCILE));
+        }
+    }
+    if let Some(error) = &facts.error {
+        insert(attributes, RECONCILE_ERROR, string_value(error.as_str()));
+    }
+}
+
+/// A record of one audit event, keeping the source record's resource-level context.
+fn audit_record(source: &LogRecord, event: &AuditFacts) -> LogRecord {
+    let mut record = source.clone();
+    record.time_unix_nano = event.time_unix_nano;
+    let attributes = &mut record.attributes;
+    set_str(attributes, API_ACTOR, &event.user);
+    set_str(attributes, API_VERB, &event.verb);
+    for (api_key, object_key, value) in [
+        (API_GROUP, OBJECT_GROUP, &event.group),
+        (API_RESOURCE, OBJECT_RESOURCE, &event.resource),
+        (API_NAMESPACE, OBJECT_NAMESPACE, &event.namespace),
+        (API_NAME, OBJECT_NAME, &event.name),
+        (API_KIND, OBJECT_KIND, &event.kind),
+    ] {
+        if !value.is_empty() {
+            set_str(attributes, api_key, value);
+            set_str(attributes, object_key, value);
+        }
+    }
+    if !event.subresource.is_empty() {
+        set_str(attributes, API_SUBRESOURCE, &event.subresource);
+    }
+    if let Some(code) = event.code {
+        set(
+            attributes,
+            HTTP_RESPONSE_STATUS_CODE,
+            Value::IntValue(i64::from(code)),
+        );
+    }
+    write_audit_state(attributes, event);
+    if let Some(conflict) = event.conflict_message.as_deref().and_then(find_conflict) {
+        write_conflict(attributes, &conflict);
+    }
+    record
+}
+
+fn write_audit_state(attributes: &mut Vec<KeyValue>, event: &AuditFacts) {
+    let mut shows_state = false;
+    for (key, value) in [
+        (OBJECT_GENERATION, event.generation),
+        (OBJECT_OBSERVED_GENERATION, event.observed_generation),
+    ] {
+        if let Some(value) = value {
+            set(attributes, key, Value::IntValue(value));
+            shows_state = true;
+        }
+    }
+    if let Some(version) = &event.resource_version {
+        set_str(attributes, OBJECT_RESOURCE_VERSION, version);
+    }
+    if let Some(deleted) = &event.deletion_timestamp {
+        set_str(attributes, OBJECT_DELETION_TIMESTAMP, deleted);
+        shows_state = true;
+    }
+    if let Some(finalizers) = &event.finalizers {
+        set(
+            attributes,
+            OBJECT_FINALIZERS,
+            array_value(finalizers.iter().cloned()),
+        );
+        shows_state = true;
+    }
+    if !event.status_digest.is_empty() {
+        set(
+            attributes,
+            OBJECT_STATUS_DIGEST,
+            array_value(event.status_digest.iter().cloned()),
+        );
+    }
+    if shows_state {
+        set_str(attributes, OPSCOPE_RECORD, RECORD_OBJECT_STATE);
+    } else {
+        set_str(attributes, OPSCOPE_RECORD, RECORD_API_CALL);
+    }
+    let deleted = event.verb == "delete" && event.code.is_some_and(|c| (200..300).contains(&c));
+    let finalizers_left = event.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+    if deleted && !finalizers_left {
+        set(attributes, OBJECT_GONE, Value::BoolValue(true));
+    }
+}
+
+fn body_text(record: &LogRecord) -> Option<&str> {
+    match record.body.as_ref()?.value.as_ref()? {
+        Value::StringValue(text) => Some(text),
+        _ => None,
+    }
+}
+
+/// Stack-trace lines belong to the error record they follow.
+fn joins(previous: &LogRecord) -> bool {
+    previous.severity_number >= 17
+}
+
+/// Longest record a joined stack trace may grow to.
+const MAX_JOINED_BYTES: usize = 64 * 1024;
+
+fn append_line(record: &mut LogRecord, line: &str) {
+    if let Some(Value::StringValue(body)) = record.body.as_mut().and_then(|b| b.value.as_mut())
+        && body.len() + line.len() < MAX_JOINED_BYTES
+    {
+        body.push('\n');
+        body.push_str(line);
+    }
+}
+
+impl<T: Telemetry> Processor<T> for OperatorTagger {
+    fn process(&mut self, mut data: T, _: Instant, out: &mut Vec<T>) {
+        data.tag(self);
+        out.push(data);
+    }
+}
