@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use opscope_processors::Telemetry;
+use opscope_processors::correlator::Signal;
 use serde::Deserialize;
 
 use crate::exporter::{Delivery, ExportError, Exporter};
@@ -49,6 +50,25 @@ impl DebugExporter {
                 format!("{} {}: not printable: {e}", self.name, T::KIND.name())
             }),
         }
+    }
+}
+
+impl DebugExporter {
+    /// Prints a signal change: a line for people (`basic`) or the signal as JSON
+    /// (`detailed`).
+    pub fn print_signal(&self, signal: &Signal, json: &serde_json::Value) {
+        let line = match self.verbosity {
+            Verbosity::Basic => format!(
+                "{} signal: {}\n    hint: {}",
+                self.name,
+                signal.summary(),
+                signal.hint
+            ),
+            Verbosity::Detailed => json.to_string(),
+        };
+        let mut stdout = std::io::stdout().lock();
+        // Losing a line on a closed stdout is not worth stopping for.
+        let _ = writeln!(stdout, "{line}");
     }
 }
 
