@@ -1,7 +1,13 @@
-//! Payloads shaped like an operator's telemetry, shared by the benchmarks.
+//! Payloads shaped like an operator's telemetry and the events it yields, shared by
+//! the benchmarks.
 
+use opscope_processors::correlator::events::{
+    Event, ObjectEvent, ObjectEventKind, ObjectRef, OperatorRef, Outcome, Reconcile, Write,
+};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
+use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
 
@@ -80,4 +86,85 @@ pub fn reconcile_traces(reconciles: usize) -> ExportTraceServiceRequest {
             ..Default::default()
         }],
     }
+}
+
+/// `records` controller-runtime JSON log lines of an operator reconciling 50 objects,
+/// as OTLP log records of one pod (the shape the filelog receiver produces).
+pub fn controller_runtime_logs(records: usize) -> ExportLogsServiceRequest {
+    let log_records = (0..records)
+        .map(|n| {
+            let body = format!(
+                r#"{{"level":"info","ts":"2026-11-20T10:00:{:02}.{:03}Z","logger":"controllers.Widget","msg":"Reconciling","controller":"widget","controllerGroup":"apps.example.com","controllerKind":"Widget","Widget":{{"name":"w{}","namespace":"shop"}},"namespace":"shop","name":"w{}","reconcileID":"{n:032x}"}}"#,
+                (n / 1000) % 60,
+                n % 1000,
+                n % 50,
+                n % 50
+            );
+            LogRecord {
+                body: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(body)),
+                }),
+                ..Default::default()
+            }
+        })
+        .collect();
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: vec![
+                    attribute("k8s.namespace.name", "widget-system"),
+                    attribute("k8s.pod.name", "widget-operator-5d6b8c9f7-q8w2z"),
+                ],
+                ..Default::default()
+            }),
+            scope_logs: vec![ScopeLogs {
+                log_records,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// `count` correlator events spread over `objects` objects, 20 per second of event
+/// time: reconciles, each followed every other time by a status write.
+pub fn reconcile_events(count: usize, objects: usize) -> Vec<Event> {
+    let operator = OperatorRef {
+        name: "widget-operator".into(),
+        namespace: "widget-system".into(),
+    };
+    (0..count)
+        .map(|n| {
+            let object = ObjectRef {
+                group: "apps.example.com".into(),
+                kind: "Widget".into(),
+                namespace: "shop".into(),
+                name: format!("w{}", n % objects.max(1)),
+                ..Default::default()
+            };
+            let kind = if n % 2 == 0 {
+                ObjectEventKind::Reconcile(Reconcile {
+                    controller: "widget".into(),
+                    reconcile_id: format!("{n:x}"),
+                    outcome: Outcome::Ok,
+                    ..Default::default()
+                })
+            } else {
+                ObjectEventKind::Write(Write {
+                    verb: "update".into(),
+                    subresource: "status".into(),
+                    code: 200,
+                    status_digest: vec![format!("status.lastSyncTime={n:016x}")],
+                    ..Default::default()
+                })
+            };
+            Event::Object(ObjectEvent {
+                time: 1_700_000_000_000_000_000 + n as u64 * 50_000_000,
+                object,
+                operator: operator.clone(),
+                kind,
+                evidence: Some(format!("reconcile {n:x}")),
+            })
+        })
+        .collect()
 }

@@ -1,0 +1,66 @@
+//! Recognition and correlation: log lines recognised per second, log records tagged
+//! per second, correlator events per second.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use opscope_bench::{controller_runtime_logs, reconcile_events};
+use opscope_processors::Processor;
+use opscope_processors::correlator::{Correlator, CorrelatorConfig};
+use opscope_processors::tagger::formats::recognize_line;
+use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
+
+const JSON_LINE: &str = r#"{"level":"error","ts":"2026-11-20T10:00:00.123Z","logger":"controllers.RayJob","msg":"Reconciler error","controller":"rayjob","controllerGroup":"ray.io","controllerKind":"RayJob","RayJob":{"name":"train","namespace":"ml"},"namespace":"ml","name":"train","reconcileID":"31c80a03-036f-555d-abf9-6ded4bfe6f6f","error":"Operation cannot be fulfilled on rayjobs.ray.io \"train\": the object has been modified; please apply your changes to the latest version and try again"}"#;
+const CONSOLE_LINE: &str = "2026-11-20T10:00:00.123Z\tINFO\tcontrollers.RayJob\tReconciling\t{\"controller\": \"rayjob\", \"controllerGroup\": \"ray.io\", \"controllerKind\": \"RayJob\", \"RayJob\": {\"name\":\"train\",\"namespace\":\"ml\"}, \"namespace\": \"ml\", \"name\": \"train\", \"reconcileID\": \"31c80a03-036f-555d-abf9-6ded4bfe6f6f\"}";
+const KLOG_LINE: &str = r#"I1120 10:00:00.123456       1 controller.go:118] "Reconcile" controller="rayjob" object="ml/train" reconcileID="31c80a03-036f-555d-abf9-6ded4bfe6f6f""#;
+
+fn recognition(c: &mut Criterion) {
+    let mut group = c.benchmark_group("recognize_line");
+    group.throughput(Throughput::Elements(1));
+    for (name, line) in [
+        ("controller_runtime_json", JSON_LINE),
+        ("controller_runtime_console", CONSOLE_LINE),
+        ("klog", KLOG_LINE),
+    ] {
+        group.bench_function(name, |b| b.iter(|| recognize_line(black_box(line))));
+    }
+    group.finish();
+}
+
+fn tagging(c: &mut Criterion) {
+    let logs = controller_runtime_logs(1000);
+    let mut group = c.benchmark_group("operator_tagger");
+    group.throughput(Throughput::Elements(1000));
+    group.bench_function("1000_controller_runtime_log_records", |b| {
+        let mut tagger = OperatorTagger::new(&TaggerConfig::default());
+        b.iter(|| {
+            let mut out = Vec::with_capacity(1);
+            tagger.process(logs.clone(), Instant::now(), &mut out);
+            out
+        })
+    });
+    group.finish();
+}
+
+fn correlation(c: &mut Criterion) {
+    let events = reconcile_events(10_000, 500);
+    let mut group = c.benchmark_group("correlator");
+    group.throughput(Throughput::Elements(events.len() as u64));
+    group.bench_function("10000_events_500_objects", |b| {
+        b.iter(|| {
+            let mut correlator = Correlator::new(CorrelatorConfig::default());
+            let mut signals = 0;
+            for event in events.iter().cloned() {
+                let time = event.time();
+                correlator.observe(event);
+                signals += correlator.advance(time).len();
+            }
+            signals
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, recognition, tagging, correlation);
+criterion_main!(benches);
