@@ -33,8 +33,8 @@ pub struct SelfTelemetry {
     queue_capacity: Family<Labels, Gauge>,
     pub signals: Family<Labels, Counter>,
     pub correlator_tracked_objects: Family<Labels, Gauge>,
-    pub correlator_evicted_objects: Family<Labels, Gauge>,
-    pub correlator_late_events: Family<Labels, Gauge>,
+    pub correlator_evicted_objects: Family<Labels, Counter>,
+    pub correlator_late_events: Family<Labels, Counter>,
     pub signals_dropped: Counter,
 }
 
@@ -109,16 +109,16 @@ impl SelfTelemetry {
             "Objects the correlator holds state for",
             correlator_tracked_objects.clone(),
         );
-        let correlator_evicted_objects = Family::<Labels, Gauge>::default();
+        let correlator_evicted_objects = Family::<Labels, Counter>::default();
         registry.register(
             "correlator_evicted_objects",
-            "Objects evicted because the correlator was at its cap (total since start)",
+            "Objects evicted because the correlator was at its cap",
             correlator_evicted_objects.clone(),
         );
-        let correlator_late_events = Family::<Labels, Gauge>::default();
+        let correlator_late_events = Family::<Labels, Counter>::default();
         registry.register(
             "correlator_late_events",
-            "Events older than the accepted lateness, dropped (total since start)",
+            "Events older than the accepted lateness, dropped",
             correlator_late_events.clone(),
         );
         let signals_dropped = Counter::default();

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use opscope_exporters::debug::DebugExporter;
 use opscope_processors::correlator::processor::SignalSink;
 use opscope_processors::correlator::{SharedCorrelator, Signal, SignalState};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -118,6 +119,11 @@ async fn consume(
     }
 }
 
+/// Brings a counter up to a total the correlator keeps.
+fn catch_up(counter: &Counter, total: u64) {
+    counter.inc_by(total.saturating_sub(counter.get()));
+}
+
 async fn tick(
     correlators: BTreeMap<String, SharedCorrelator>,
     telemetry: Arc<SelfTelemetry>,
@@ -140,14 +146,14 @@ async fn tick(
                 .correlator_tracked_objects
                 .get_or_create(&labels)
                 .set(stats.tracked_objects as i64);
-            telemetry
-                .correlator_evicted_objects
-                .get_or_create(&labels)
-                .set(stats.evicted_objects as i64);
-            telemetry
-                .correlator_late_events
-                .get_or_create(&labels)
-                .set(stats.late_events_dropped as i64);
+            catch_up(
+                &telemetry.correlator_evicted_objects.get_or_create(&labels),
+                stats.evicted_objects,
+            );
+            catch_up(
+                &telemetry.correlator_late_events.get_or_create(&labels),
+                stats.late_events_dropped,
+            );
         }
     }
 }
