@@ -175,3 +175,65 @@ fn malformed_lines_are_counted_and_skipped() {
     assert!(stderr.contains("(1 malformed)"), "{stderr}");
     assert!(output.stdout.is_empty());
 }
+
+#[test]
+fn gzipped_files_and_event_list_documents_are_read() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The operator's log, gzipped as log rotation leaves it.
+    let scenario = fixtures("stuck-finalizer");
+    let pod_dir = std::fs::read_dir(&scenario)
+        .expect("scenario dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("a pod directory");
+    let target = dir
+        .path()
+        .join(pod_dir.file_name().expect("name"))
+        .join("manager");
+    std::fs::create_dir_all(&target).expect("mkdir");
+    let log = std::fs::read(pod_dir.join("manager/0.log")).expect("log");
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&log).expect("gzip");
+    std::fs::write(target.join("0.log.gz"), gzip.finish().expect("gzip")).expect("write");
+    // The audit event, posted by the API server's webhook as a pretty-printed EventList.
+    let audit = std::fs::read_to_string(scenario.join("kube-apiserver-audit.log")).expect("audit");
+    let event: Value =
+        serde_json::from_str(audit.lines().next().expect("one event")).expect("json");
+    let list = serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": [event]});
+    let pretty = serde_json::to_string_pretty(&list).expect("json");
+    std::fs::write(dir.path().join("webhook-batch.json"), pretty).expect("write");
+
+    let output = analyze(&["--format", "json", &dir.path().display().to_string()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let signal: Value =
+        serde_json::from_str(stdout.lines().next().expect("a signal")).expect("json");
+    assert_eq!(signal["signal"], "finalizer_leak");
+    assert_eq!(signal["cause"], "cleanup_failing");
+}
+
+#[test]
+fn at_measures_leak_ages_at_a_given_time() {
+    let path = fixtures("stuck-finalizer").display().to_string();
+    let output = analyze(&["--format", "json", "--at", "2026-11-20T11:00:05Z", &path]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let signal: Value =
+        serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim()).expect("one signal");
+    assert_eq!(
+        signal["figures"]["age_seconds"].as_f64(),
+        Some(3600.0),
+        "{signal}"
+    );
+    let output = analyze(&["--at", "yesterday", &path]);
+    assert_eq!(output.status.code(), Some(2));
+}

@@ -60,19 +60,55 @@ fn walk(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), InputError> {
     Ok(())
 }
 
-/// Lines of a file, inflated when it ends in `.gz`, each cut at [`MAX_LINE_BYTES`].
-pub fn read_lines(path: &Path, mut each: impl FnMut(usize, &str, bool)) -> Result<(), InputError> {
-    let name = path.display().to_string();
+/// Largest `.json` file read as one document (an audit `EventList` as the webhook
+/// posts it, pretty-printed); larger ones are read line by line.
+pub const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+fn open(path: &Path) -> Result<Box<dyn Read>, InputError> {
     let file = File::open(path).map_err(|source| InputError::Unreadable {
-        path: name.clone(),
+        path: path.display().to_string(),
         source,
     })?;
-    let reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
+    Ok(if path.extension().is_some_and(|e| e == "gz") {
         Box::new(MultiGzDecoder::new(file))
     } else {
         Box::new(file)
-    };
-    let mut reader = BufReader::new(reader);
+    })
+}
+
+/// A `.json` file holding one JSON document, as one compact line.
+fn json_document(path: &Path) -> Result<Option<String>, InputError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    if !name.trim_end_matches(".gz").ends_with(".json") {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    open(path)?
+        .take(MAX_DOCUMENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| InputError::ReadFailed {
+            path: path.display().to_string(),
+            line: 1,
+            source,
+        })?;
+    Ok(serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .map(|document| document.to_string()))
+}
+
+/// Lines of a file, inflated when it ends in `.gz`, each cut at [`MAX_LINE_BYTES`];
+/// a `.json` file that is one document is one line.
+pub fn read_lines(path: &Path, mut each: impl FnMut(usize, &str, bool)) -> Result<(), InputError> {
+    if let Some(document) = json_document(path)? {
+        each(1, &document, false);
+        return Ok(());
+    }
+    let name = path.display().to_string();
+    let mut reader = BufReader::new(open(path)?);
     let mut buffer = Vec::new();
     let mut number = 0;
     loop {
