@@ -244,7 +244,11 @@ impl Record<'_> {
 
     fn reconcile(&self, reconcile_id: &str) -> Reconcile {
         let attributes = self.attributes;
-        let error = get_str(attributes, RECONCILE_ERROR).or(self.failed);
+        let root = get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE);
+        // Only the reconcile's own span says how it ended: a child span failing (a GET
+        // answered 404 before a create) does not fail the reconcile.
+        let failed = self.failed.filter(|_| root);
+        let error = get_str(attributes, RECONCILE_ERROR).or(failed.filter(|m| !m.is_empty()));
         let outcome = match get_str(attributes, RECONCILE_RESULT) {
             Some("error") => Outcome::Error(error.unwrap_or("error").to_string()),
             Some("requeue") => Outcome::Requeue,
@@ -255,20 +259,12 @@ impl Record<'_> {
                 Outcome::RequeueAfter(Duration::from_secs_f64(seconds.min(1e9)))
             }
             Some("ok") => Outcome::Ok,
-            _ if self.failed.is_some() => Outcome::Error(error.unwrap_or("error").to_string()),
-            _ if self.span.is_some()
-                && get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE) =>
-            {
-                Outcome::Ok
-            }
+            _ if failed.is_some() => Outcome::Error(error.unwrap_or("error").to_string()),
+            _ if self.span.is_some() && root => Outcome::Ok,
             _ => Outcome::Unknown,
         };
         let (start, duration) = match self.span {
-            Some((start, duration))
-                if get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE) =>
-            {
-                (Some(start), Some(duration))
-            }
+            Some((start, duration)) if root => (Some(start), Some(duration)),
             _ => (None, None),
         };
         Reconcile {
@@ -341,3 +337,7 @@ impl Record<'_> {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+#[path = "extract_tests.rs"]
+mod tests;

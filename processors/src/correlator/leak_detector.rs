@@ -89,7 +89,10 @@ enum LeakCause {
 
 impl LeakCause {
     /// The cause a gauge stands for; `None` for gauges not watched (counters included).
-    fn of_gauge(name: &str) -> Option<Self> {
+    /// The cause a growing gauge stands for; a series of one work queue is named
+    /// `workqueue_depth{<queue>}`.
+    fn of_gauge(series: &str) -> Option<Self> {
+        let name = series.split_once('{').map_or(series, |(name, _)| name);
         match name {
             "workqueue_depth" => Some(Self::WorkqueueBacklog),
             "go_goroutines" => Some(Self::GoroutineGrowth),

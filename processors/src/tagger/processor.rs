@@ -1,12 +1,13 @@
 //! The `operator_tagger` processor: runs the recognisers over every span and log
 //! record and writes what they found as opscope's attributes (see `semconv`).
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
-use opscope_proto::otlp::common::v1::{KeyValue, any_value::Value};
+use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opscope_proto::otlp::logs::v1::LogRecord;
 use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::Span;
@@ -14,7 +15,7 @@ use opscope_proto::otlp::trace::v1::status::StatusCode;
 use serde::Deserialize;
 
 use super::api::{ApiCall, api_call_from_span};
-use super::audit::{AuditFacts, parse_audit_line};
+use super::audit::{AuditFacts, parse_audit, parse_audit_line};
 use super::conflict::{Conflict, find_conflict};
 use super::formats::{LogFacts, LogOutcome, is_continuation, recognize_line};
 use super::operator::{OperatorMapping, OperatorResolver};
@@ -91,30 +92,27 @@ impl OperatorTagger {
     pub fn tag_traces(&mut self, request: &mut ExportTraceServiceRequest) {
         for resource_spans in &mut request.resource_spans {
             self.tag_resource(&mut resource_spans.resource);
-            // Roots first, so children earlier in the batch find their reconcile.
-            for span in resource_spans
-                .scope_spans
-                .iter_mut()
-                .flat_map(|s| &mut s.spans)
+        }
+        // Roots first, over the whole batch, so children earlier in it (also under
+        // another resource, such as the API server's) find their reconcile.
+        let roots: Vec<Option<ReconcileContext>> = spans(request).map(reconcile_root).collect();
+        let nested = nested_roots(request, &roots);
+        for ((span, root), nested) in spans_mut(request).zip(roots).zip(nested) {
+            if let Some(context) = root
+                && !nested
             {
-                if let Some(context) = reconcile_root(span) {
-                    write_context(&mut span.attributes, &context);
-                    set_str(&mut span.attributes, OPSCOPE_RECORD, RECORD_RECONCILE);
-                    write_span_outcome(span);
-                    self.traces
-                        .insert(&span.trace_id, context, span.start_time_unix_nano);
-                }
+                write_context(&mut span.attributes, &context);
+                set_str(&mut span.attributes, OPSCOPE_RECORD, RECORD_RECONCILE);
+                write_span_outcome(span);
+                self.traces
+                    .insert(&span.trace_id, context, span.start_time_unix_nano);
             }
-            for span in resource_spans
-                .scope_spans
-                .iter_mut()
-                .flat_map(|s| &mut s.spans)
-            {
-                if let Some(context) = self.traces.get(&span.trace_id) {
-                    write_context(&mut span.attributes, context);
-                }
-                tag_api_call(span);
+        }
+        for span in spans_mut(request) {
+            if let Some(context) = self.traces.get(&span.trace_id) {
+                write_context(&mut span.attributes, context);
             }
+            tag_api_call(span);
         }
     }
 
@@ -148,9 +146,15 @@ impl OperatorTagger {
                     continue;
                 }
                 if text.contains("\"auditID\"")
-                    && let Ok(events) = parse_audit_line(text)
+                    && let Some(events) = audit_events(text)
                 {
-                    tagged.extend(events.iter().map(|event| audit_record(&record, event)));
+                    // Each event has a body of its own: the list's is not copied to each.
+                    record.body = None;
+                    tagged.extend(
+                        events
+                            .into_iter()
+                            .map(|(body, facts)| audit_record(&record, body, facts.as_ref())),
+                    );
                     continue;
                 }
             }
@@ -183,6 +187,42 @@ impl OperatorTagger {
     }
 }
 
+fn spans(request: &ExportTraceServiceRequest) -> impl Iterator<Item = &Span> {
+    request
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+}
+
+fn spans_mut(request: &mut ExportTraceServiceRequest) -> impl Iterator<Item = &mut Span> {
+    request
+        .resource_spans
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_spans)
+        .flat_map(|s| &mut s.spans)
+}
+
+/// For each span, whether its parent is a root of its trace in the batch: a root
+/// nested in another (kube-rs's `reconcile` function span inside its `reconciling
+/// object`) is part of that reconcile, not one of its own.
+fn nested_roots(
+    request: &ExportTraceServiceRequest,
+    roots: &[Option<ReconcileContext>],
+) -> Vec<bool> {
+    let root_spans: HashSet<(&[u8], &[u8])> = spans(request)
+        .zip(roots)
+        .filter(|(_, root)| root.is_some())
+        .map(|(span, _)| (span.trace_id.as_slice(), span.span_id.as_slice()))
+        .collect();
+    spans(request)
+        .map(|span| {
+            !span.parent_span_id.is_empty()
+                && root_spans.contains(&(span.trace_id.as_slice(), span.parent_span_id.as_slice()))
+        })
+        .collect()
+}
+
 /// The reconcile a span stands for, if it is a reconcile's root: a span named
 /// `reconcile`/`Reconcile`, kube-rs's `reconciling object`, or one that carries
 /// reconcile attributes itself.
@@ -193,9 +233,13 @@ fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
         span.name.as_str(),
         "reconcile" | "Reconcile" | "reconciling object"
     );
-    let carries = get_str(&span.attributes, RECONCILE_ID).is_some()
-        && get_str(&span.attributes, OPSCOPE_RECORD).is_none();
-    if !named && !carries && facts.reconcile_id.is_none() {
+    // A span opscope tagged before (upstream) is a root only if it was one there: its
+    // children carry the reconcile id written from the trace.
+    let carries = match get_str(&span.attributes, OPSCOPE_RECORD) {
+        None => facts.reconcile_id.is_some(),
+        Some(record) => record == RECORD_RECONCILE,
+    };
+    if !named && !carries {
         return None;
     }
     let attribute = |key| get_str(&span.attributes, key).map(str::to_string);
@@ -366,9 +410,57 @@ fn write_log_facts(attributes: &mut Vec<KeyValue>, facts: &LogFacts) {
     }
 }
 
-/// A record of one audit event, keeping the source record's resource-level context.
-fn audit_record(source: &LogRecord, event: &AuditFacts) -> LogRecord {
-    let mut record = source.clone();
+/// The events of an audit body, each with the body of its record and its facts
+/// (`None` for a stage that does not count, such as `RequestReceived`: passed on
+/// untagged, not dropped). An `EventList` is split into one `Event` per item, so that
+/// a record tagged again downstream is not split again. `None` for no audit body.
+fn audit_events(text: &str) -> Option<Vec<(String, Option<AuditFacts>)>> {
+    // Whether the body is audit at all, and the facts of a single event.
+    let facts = parse_audit_line(text).ok()?;
+    let Some(items) = event_list_items(text) else {
+        return Some(vec![(text.to_string(), facts.into_iter().next())]);
+    };
+    let events = items.into_iter().map(|event| {
+        let facts = parse_audit(&event).into_iter().next();
+        (event.to_string(), facts)
+    });
+    Some(events.collect())
+}
+
+/// The items of an audit `EventList`, each made an `Event` of its own.
+fn event_list_items(text: &str) -> Option<Vec<serde_json::Value>> {
+    let serde_json::Value::Object(mut list) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    if list.get("kind")?.as_str()? != "EventList" {
+        return None;
+    }
+    let api_version = list.remove("apiVersion")?;
+    let serde_json::Value::Array(items) = list.remove("items")? else {
+        return None;
+    };
+    let events = items.into_iter().map(|mut item| {
+        if let Some(event) = item.as_object_mut() {
+            event.insert("kind".into(), "Event".into());
+            event.insert("apiVersion".into(), api_version.clone());
+        }
+        item
+    });
+    Some(events.collect())
+}
+
+/// The record of one audit event with its own body, keeping the source record's
+/// resource-level context; tagged when the event counts.
+fn audit_record(source: &LogRecord, body: String, event: Option<&AuditFacts>) -> LogRecord {
+    let mut record = LogRecord {
+        body: Some(AnyValue {
+            value: Some(string_value(body)),
+        }),
+        ..source.clone()
+    };
+    let Some(event) = event else {
+        return record;
+    };
     record.time_unix_nano = event.time_unix_nano;
     let attributes = &mut record.attributes;
     set_str(attributes, API_ACTOR, &event.user);
@@ -440,9 +532,11 @@ fn write_audit_state(attributes: &mut Vec<KeyValue>, event: &AuditFacts) {
     } else {
         set_str(attributes, OPSCOPE_RECORD, RECORD_API_CALL);
     }
+    // Gone only when the response shows the object without finalizers: an event that
+    // shows no object (Metadata level, a `Status` body) does not say, and the object
+    // may still be waiting on its finalizers.
     let deleted = event.verb == "delete" && event.code.is_some_and(|c| (200..300).contains(&c));
-    let finalizers_left = event.finalizers.as_ref().is_some_and(|f| !f.is_empty());
-    if deleted && !finalizers_left {
+    if deleted && event.finalizers.as_ref().is_some_and(Vec::is_empty) {
         set(attributes, OBJECT_GONE, Value::BoolValue(true));
     }
 }
@@ -477,3 +571,7 @@ impl<T: Telemetry> Processor<T> for OperatorTagger {
         out.push(data);
     }
 }
+
+#[cfg(test)]
+#[path = "processor_tests.rs"]
+pub(crate) mod tests;
