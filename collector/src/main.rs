@@ -140,7 +140,7 @@ fn analyze(
         Format::Json => analysis
             .signals
             .iter()
-            .try_for_each(|signal| writeln!(stdout, "{}", report::signal_json(signal))),
+            .try_for_each(|signal| writeln!(stdout, "{}", signal.to_json())),
         Format::Table => {
             report::sort_for_people(&mut analysis.signals);
             write!(

@@ -31,6 +31,8 @@ pub struct SelfTelemetry {
     send_failed: PerKind<Counter>,
     queue_size: Family<Labels, Gauge>,
     queue_capacity: Family<Labels, Gauge>,
+    sent_signals: Family<Labels, Counter>,
+    send_failed_signals: Family<Labels, Counter>,
     pub signals: Family<Labels, Counter>,
     pub correlator_tracked_objects: Family<Labels, Gauge>,
     pub correlator_evicted_objects: Family<Labels, Counter>,
@@ -97,6 +99,18 @@ impl SelfTelemetry {
             "Batches an exporter's sending queue holds",
             queue_capacity.clone(),
         );
+        let sent_signals = Family::<Labels, Counter>::default();
+        registry.register(
+            "exporter_sent_signals",
+            "signal changes an exporter delivered",
+            sent_signals.clone(),
+        );
+        let send_failed_signals = Family::<Labels, Counter>::default();
+        registry.register(
+            "exporter_send_failed_signals",
+            "signal changes an exporter gave up on, by reason",
+            send_failed_signals.clone(),
+        );
         let signals = Family::<Labels, Counter>::default();
         registry.register(
             "signals",
@@ -128,6 +142,8 @@ impl SelfTelemetry {
             signals_dropped.clone(),
         );
         Self {
+            sent_signals,
+            send_failed_signals,
             signals,
             correlator_tracked_objects,
             correlator_evicted_objects,
@@ -172,6 +188,18 @@ impl SelfTelemetry {
         QueueMetrics {
             sent_items: self.sent[kind.index()].get_or_create(&base).clone(),
             failed_items: self.send_failed[kind.index()].clone(),
+            queue_size: self.queue_size.get_or_create(&base).clone(),
+            queue_capacity: self.queue_capacity.get_or_create(&base).clone(),
+            labels: base,
+        }
+    }
+
+    /// The series of a sending queue of the `signals` pipeline.
+    pub fn signal_queue(&self, exporter: &str, pipeline: &str) -> QueueMetrics {
+        let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
+        QueueMetrics {
+            sent_items: self.sent_signals.get_or_create(&base).clone(),
+            failed_items: self.send_failed_signals.clone(),
             queue_size: self.queue_size.get_or_create(&base).clone(),
             queue_capacity: self.queue_capacity.get_or_create(&base).clone(),
             labels: base,

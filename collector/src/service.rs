@@ -43,7 +43,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_servers = CancellationToken::new();
 
     let stop_ticking = CancellationToken::new();
-    let signals = SignalOutput::start(&config, &telemetry, stop_ticking.clone());
+    let signals = SignalOutput::start(&config, &telemetry, stop_ticking.clone(), &abort_exports)?;
 
     let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
     let mut pipelines = JoinSet::new();

@@ -1,11 +1,12 @@
-//! Where signals go once the correlator emits them: counted in self-telemetry and
-//! printed by the configured `debug` exporters, in order, by one consumer task.
+//! Where signals go once the correlators emit them: counted in self-telemetry and
+//! handed, in order, to the exporters of the `signals` pipelines, each behind its
+//! own sending queue.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use opscope_exporters::debug::DebugExporter;
+use opscope_exporters::{QueueSender, SendingQueue, SignalBatch};
 use opscope_processors::correlator::processor::SignalSink;
 use opscope_processors::correlator::{SharedCorrelator, Signal, SignalState};
 use prometheus_client::metrics::counter::Counter;
@@ -13,8 +14,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::analyze::report::signal_json;
-use crate::config::{Config, ExporterConfig, ProcessorConfig};
+use crate::config::{Config, ConfigError, ProcessorConfig};
+use crate::pipeline::start_exporter;
 use crate::self_telemetry::SelfTelemetry;
 
 /// Signal changes waiting for the consumer.
@@ -27,16 +28,19 @@ pub struct SignalOutput {
     pub correlators: BTreeMap<String, SharedCorrelator>,
     consumer: JoinHandle<()>,
     ticker: JoinHandle<()>,
+    queues: Vec<SendingQueue>,
 }
 
 impl SignalOutput {
     /// Starts one shared correlator per configured `correlator` processor, the
-    /// consumer of their signals, and the wall-clock ticker.
+    /// exporters of the `signals` pipelines, the consumer that feeds them, and the
+    /// wall-clock ticker.
     pub fn start(
         config: &Config,
         telemetry: &Arc<SelfTelemetry>,
         stop_ticking: CancellationToken,
-    ) -> Self {
+        abort_exports: &CancellationToken,
+    ) -> Result<Self, ConfigError> {
         let (sender, receiver) = mpsc::channel(SIGNAL_QUEUE);
         let dropped = telemetry.signals_dropped.clone();
         let sink: SignalSink = Arc::new(move |signals: Vec<Signal>| {
@@ -58,43 +62,44 @@ impl SignalOutput {
             })
             .collect();
         drop(sink);
-        let printers = debug_exporters(config);
-        let consumer = tokio::spawn(consume(receiver, printers, Arc::clone(telemetry)));
+        let mut outputs = Vec::new();
+        let mut queues = Vec::new();
+        for (pipeline, name, exporter) in config.signal_exporters() {
+            let metrics = telemetry.signal_queue(name, pipeline);
+            let (output, queue) =
+                start_exporter::<SignalBatch>(name, exporter, metrics, abort_exports.clone())?;
+            outputs.push(output);
+            queues.push(queue);
+        }
+        let consumer = tokio::spawn(consume(receiver, outputs, Arc::clone(telemetry)));
         let ticker = tokio::spawn(tick(
             correlators.clone(),
             Arc::clone(telemetry),
             stop_ticking,
         ));
-        Self {
+        Ok(Self {
             correlators,
             consumer,
             ticker,
-        }
+            queues,
+        })
     }
 
-    /// Waits for the last signals to be printed; call after the pipelines drained
+    /// Waits for the last signals to be delivered; call after the pipelines drained
     /// and the ticker was told to stop.
-    pub async fn finish(self) {
+    pub async fn finish(mut self) {
         drop(self.correlators);
         let _ = self.ticker.await;
         let _ = self.consumer.await;
+        for queue in &mut self.queues {
+            queue.join().await;
+        }
     }
-}
-
-fn debug_exporters(config: &Config) -> Vec<DebugExporter> {
-    config
-        .exporters
-        .iter()
-        .filter_map(|(id, exporter)| match exporter {
-            ExporterConfig::Debug(debug) => Some(DebugExporter::new(id, debug)),
-            _ => None,
-        })
-        .collect()
 }
 
 async fn consume(
     mut receiver: mpsc::Receiver<Signal>,
-    printers: Vec<DebugExporter>,
+    outputs: Vec<QueueSender<SignalBatch>>,
     telemetry: Arc<SelfTelemetry>,
 ) {
     let mut firing = HashSet::new();
@@ -112,9 +117,10 @@ async fn consume(
             }
             SignalState::Firing => {}
         }
-        let json = signal_json(&signal);
-        for printer in &printers {
-            printer.print_signal(&signal, &json);
+        let batch = SignalBatch(vec![signal]);
+        for output in &outputs {
+            // A queue only refuses once it has shut down, which happens after this task.
+            let _ = output.send(batch.clone()).await;
         }
     }
 }

@@ -10,9 +10,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::{Opscope, OtlpSink, Ports, wait_until};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use tokio::runtime::Runtime;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -38,6 +41,7 @@ service:
   extensions: [health_check]
   pipelines:
     logs: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [otlp/sink, debug] }}
+    signals: {{ exporters: [debug, otlp/sink] }}
   telemetry:
     metrics: {{ address: 127.0.0.1:{metrics} }}
 "#,
@@ -122,18 +126,22 @@ fn forwarded_logs_are_tagged_and_a_reconcile_loop_fires() {
         })
         .expect("opscope accepts the logs");
 
-    assert!(sink.wait_for(TIMEOUT, |r| r.log_record_count() == RECONCILES as usize));
+    let is_operator_record =
+        |l: &&LogRecord| string_attribute(&l.attributes, "opscope.signal.id").is_none();
+    let operator_records =
+        |r: &common::Received| r.log_records().filter(is_operator_record).count();
+    assert!(sink.wait_for(TIMEOUT, |r| operator_records(r) == RECONCILES as usize));
     let received = sink.received();
     let resource = received
         .resource_logs()
-        .next()
-        .and_then(|r| r.resource.as_ref())
-        .expect("a resource");
+        .filter_map(|r| r.resource.as_ref())
+        .find(|r| string_attribute(&r.attributes, "k8s.pod.name").is_some())
+        .expect("the operator pod's resource");
     assert_eq!(
         string_attribute(&resource.attributes, "operator.name"),
         Some("kuberay-operator")
     );
-    for record in received.log_records() {
+    for record in received.log_records().filter(is_operator_record) {
         let attributes = &record.attributes;
         assert_eq!(
             string_attribute(attributes, "k8s.object.kind"),
@@ -186,5 +194,150 @@ fn forwarded_logs_are_tagged_and_a_reconcile_loop_fires() {
     assert!(
         tracked,
         "the correlator's state is visible in self-telemetry"
+    );
+}
+
+/// Reconcile traces as an instrumented operator exports them: a `reconcile` root with
+/// the object, and a client span PATCHing the object's status, ending now. Returns
+/// the request and the (trace id, span id) of every root.
+fn looping_operator_traces() -> (ExportTraceServiceRequest, Vec<(Vec<u8>, Vec<u8>)>) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos() as u64;
+    let mut spans = Vec::new();
+    let mut roots = Vec::new();
+    for i in 0..RECONCILES {
+        let start = now - (RECONCILES - i) * 500_000_000;
+        let trace_id = (u128::from(i) + 1).to_be_bytes().to_vec();
+        let root_id = (i + 1).to_be_bytes().to_vec();
+        roots.push((trace_id.clone(), root_id.clone()));
+        spans.push(Span {
+            trace_id: trace_id.clone(),
+            span_id: root_id.clone(),
+            name: "reconcile".into(),
+            start_time_unix_nano: start,
+            end_time_unix_nano: start + 4_000_000,
+            attributes: vec![
+                attribute("k8s.object.kind", "RayJob"),
+                attribute("k8s.object.namespace", "ml"),
+                attribute("k8s.object.name", "train"),
+            ],
+            ..Default::default()
+        });
+        spans.push(Span {
+            trace_id,
+            span_id: (1000 + i).to_be_bytes().to_vec(),
+            parent_span_id: root_id,
+            name: "PATCH".into(),
+            kind: 3,
+            start_time_unix_nano: start + 1_000_000,
+            end_time_unix_nano: start + 3_000_000,
+            attributes: vec![
+                attribute("http.request.method", "PATCH"),
+                attribute(
+                    "url.full",
+                    "https://10.96.0.1:443/apis/ray.io/v1/namespaces/ml/rayjobs/train/status",
+                ),
+                KeyValue {
+                    key: "http.response.status_code".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::IntValue(200)),
+                    }),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+    }
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![
+                    attribute("service.name", "kuberay-operator"),
+                    attribute("k8s.namespace.name", "ray-system"),
+                ],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    (request, roots)
+}
+
+#[test]
+fn a_signal_span_links_to_the_reconciles_behind_it() {
+    let sink = OtlpSink::grpc();
+    let ports = Ports::free();
+    let traces = "    traces: { receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [otlp/sink] }\n";
+    let config = config(&ports, &sink).replacen("    logs: {", &format!("{traces}    logs: {{"), 1);
+    let _opscope = Opscope::start(&config, &ports.health_addr());
+    let (request, roots) = looping_operator_traces();
+    let runtime = Runtime::new().expect("client runtime");
+    runtime
+        .block_on(async {
+            let mut client = TraceServiceClient::connect(ports.grpc_url()).await?;
+            client
+                .export(request)
+                .await
+                .map_err(Box::<dyn std::error::Error>::from)
+        })
+        .expect("opscope accepts the spans");
+
+    let is_signal = |span: &Span| span.name == "opscope.signal reconcile_loop";
+    let arrived = sink.wait_for(TIMEOUT, |r| {
+        r.spans().any(is_signal)
+            && r.spans().filter(|s| s.name == "PATCH").count() == RECONCILES as usize
+    });
+    assert!(arrived, "the signal span and the operator's spans arrive");
+    let received = sink.received();
+    let signal = received
+        .spans()
+        .find(|s| is_signal(s))
+        .expect("the signal span");
+    assert_eq!(
+        string_attribute(&signal.attributes, "opscope.signal.state"),
+        Some("firing")
+    );
+    assert_eq!(
+        string_attribute(&signal.attributes, "k8s.object.name"),
+        Some("train")
+    );
+    assert_eq!(
+        string_attribute(&signal.attributes, "operator.name"),
+        Some("kuberay-operator")
+    );
+    assert!(
+        !signal.links.is_empty() && signal.links.len() <= 5,
+        "{:?}",
+        signal.links
+    );
+    for link in &signal.links {
+        assert!(
+            roots
+                .iter()
+                .any(|(trace, span)| *trace == link.trace_id && *span == link.span_id),
+            "the link {link:?} names a reconcile root span"
+        );
+    }
+    let patch = received
+        .spans()
+        .find(|s| s.name == "PATCH")
+        .expect("the PATCH spans are forwarded");
+    assert_eq!(
+        string_attribute(&patch.attributes, "k8s.api.verb"),
+        Some("patch")
+    );
+    assert_eq!(
+        string_attribute(&patch.attributes, "k8s.api.subresource"),
+        Some("status")
+    );
+    assert!(
+        string_attribute(&patch.attributes, "reconcile.id").is_some(),
+        "children carry their reconcile"
     );
 }

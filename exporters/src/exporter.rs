@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use opscope_processors::Telemetry;
+use crate::batch::Batch;
 
 /// What a destination answered to a batch it took.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -44,13 +44,13 @@ impl ExportError {
     }
 }
 
-/// Sends batches of one signal type to one destination. The sending queue calls it
+/// Sends batches of one kind (an OTLP signal type, or signal changes) to one destination. The sending queue calls it
 /// from several consumers at once and retries what it reports as retryable.
-pub trait Exporter<T: Telemetry>: Send + Sync + 'static {
+pub trait Exporter<T: Batch>: Send + Sync + 'static {
     fn export(&self, batch: &T) -> impl Future<Output = Result<Delivery, ExportError>> + Send;
 }
 
-impl<T: Telemetry, E: Exporter<T>> Exporter<T> for std::sync::Arc<E> {
+impl<T: Batch, E: Exporter<T>> Exporter<T> for std::sync::Arc<E> {
     fn export(&self, batch: &T) -> impl Future<Output = Result<Delivery, ExportError>> + Send {
         E::export(self, batch)
     }

@@ -1,10 +1,12 @@
 //! Exporters of opscope and the sending queue every exporter sits behind.
 
+pub mod batch;
 pub mod debug;
 pub mod exporter;
 pub mod otlp;
 pub mod queue;
 pub mod tls;
 
+pub use batch::{Batch, SignalBatch};
 pub use exporter::{Delivery, ExportError, Exporter};
 pub use queue::{QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue};

@@ -173,6 +173,12 @@ fn decimal_seconds(text: &str) -> Option<u64> {
         .checked_add(fraction_nanos)
 }
 
+/// `2024-05-01T12:00:00.123Z` for nanoseconds since the Unix epoch.
+pub fn format_rfc3339(unix_nanos: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(unix_nanos);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,53 +1,11 @@
 //! How `opscope analyze` prints what it found: one JSON object per signal per line,
 //! or a table for people with the hint under each row and a summary line.
 
-use std::time::{Duration, UNIX_EPOCH};
-
-use opscope_processors::correlator::events::Nanos;
+use opscope_processors::correlator::signal::format_figure;
 use opscope_processors::correlator::{Severity, Signal, SignalState};
-use serde_json::{Value, json};
+use opscope_processors::timestamp::format_rfc3339;
 
 use super::Totals;
-
-pub fn rfc3339(time: Nanos) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_nanos(time)).to_string()
-}
-
-pub fn signal_json(signal: &Signal) -> Value {
-    let state = match signal.state {
-        SignalState::Firing => "firing",
-        SignalState::Resolved => "resolved",
-    };
-    json!({
-        "id": signal.id,
-        "signal": signal.signal.name(),
-        "cause": signal.cause,
-        "state": state,
-        "severity": signal.severity.name(),
-        "operator": signal.operator.name,
-        "operator_namespace": signal.operator.namespace,
-        "controller": signal.controller,
-        "object": {
-            "group": signal.object.group,
-            "kind": display_kind(signal),
-            "namespace": signal.object.namespace,
-            "name": signal.object.name,
-        },
-        "first_seen": rfc3339(signal.first_seen),
-        "last_seen": rfc3339(signal.last_seen),
-        "figures": signal.figures,
-        "evidence": signal.evidence,
-        "hint": signal.hint,
-    })
-}
-
-fn display_kind(signal: &Signal) -> &str {
-    if signal.object.kind.is_empty() {
-        &signal.object.resource
-    } else {
-        &signal.object.kind
-    }
-}
 
 /// Most severe first, firing before resolved, then by signal and object.
 pub fn sort_for_people(signals: &mut [Signal]) {
@@ -92,13 +50,13 @@ pub fn table(signals: &[Signal], totals: &Totals) -> String {
         let figures: Vec<String> = signal
             .figures
             .iter()
-            .map(|(k, v)| format!("{k}={}", trim_number(*v)))
+            .map(|(k, v)| format!("{k}={}", format_figure(*v)))
             .collect();
         out.push_str(&format!("    figures:  {}\n", figures.join(" ")));
         out.push_str(&format!(
             "    seen:     {} .. {}\n",
-            rfc3339(signal.first_seen),
-            rfc3339(signal.last_seen)
+            format_rfc3339(signal.first_seen),
+            format_rfc3339(signal.last_seen)
         ));
         if !signal.evidence.is_empty() {
             out.push_str(&format!("    evidence: {}\n", signal.evidence.join(", ")));
@@ -115,12 +73,4 @@ pub fn table(signals: &[Signal], totals: &Totals) -> String {
         signals.len()
     ));
     out
-}
-
-fn trim_number(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{}", value as i64)
-    } else {
-        format!("{value:.2}")
-    }
 }

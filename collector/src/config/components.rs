@@ -3,6 +3,7 @@
 
 use opscope_exporters::debug::DebugConfig;
 use opscope_exporters::otlp::{OtlpExporterConfig, OtlpProtocol};
+use opscope_processors::TelemetryKind;
 use opscope_processors::batch::BatchConfig;
 use opscope_processors::config::FieldError;
 use opscope_processors::correlator::CorrelatorConfig;
@@ -38,6 +39,33 @@ pub enum ExporterConfig {
 #[derive(Debug, Clone)]
 pub enum ExtensionConfig {
     HealthCheck(HealthCheckConfig),
+}
+
+/// What a pipeline carries to its exporters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried {
+    Telemetry(TelemetryKind),
+    Signals,
+}
+
+impl Carried {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Telemetry(kind) => kind.name(),
+            Self::Signals => "signals",
+        }
+    }
+}
+
+impl ExporterConfig {
+    /// Whether the exporter can take what a pipeline carries.
+    pub fn carries(&self, carried: Carried) -> bool {
+        match self {
+            Self::Otlp(_) | Self::OtlpHttp(_) | Self::Debug(_) => {
+                matches!(carried, Carried::Telemetry(_) | Carried::Signals)
+            }
+        }
+    }
 }
 
 /// The `type` part of a `type/name` component key.

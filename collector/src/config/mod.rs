@@ -14,7 +14,10 @@ use opscope_processors::config::duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use components::{ExporterConfig, ExtensionConfig, ProcessorConfig, ReceiverConfig};
+pub use components::{Carried, ExporterConfig, ExtensionConfig, ProcessorConfig, ReceiverConfig};
+
+/// The type of the pipelines that carry the correlator's signals to exporters.
+pub const SIGNALS: &str = "signals";
 
 /// The configuration used when no `-c` is given.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../config/default.yaml");
@@ -70,6 +73,7 @@ fn default_shutdown_timeout() -> Duration {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineConfig {
+    #[serde(default)]
     pub receivers: Vec<String>,
     #[serde(default)]
     pub processors: Vec<String>,
@@ -219,6 +223,20 @@ impl Config {
     }
 
     /// The service's pipelines with their signal types (after validation).
+    /// The exporters of the `signals` pipelines, which carry the correlator's signals.
+    pub fn signal_exporters(&self) -> impl Iterator<Item = (&str, &str, &ExporterConfig)> {
+        self.service
+            .pipelines
+            .iter()
+            .filter(|(id, _)| components::component_type(id) == SIGNALS)
+            .flat_map(move |(id, pipeline)| {
+                pipeline
+                    .exporters
+                    .iter()
+                    .filter_map(move |e| Some((id.as_str(), e.as_str(), self.exporters.get(e)?)))
+            })
+    }
+
     pub fn pipelines(&self) -> impl Iterator<Item = Pipeline<'_>> {
         self.service.pipelines.iter().filter_map(|(id, config)| {
             let kind = TelemetryKind::parse(components::component_type(id))?;
@@ -243,6 +261,53 @@ impl Config {
         )
     }
 
+    /// A `signals` pipeline lists only exporters: its data comes from the correlators.
+    fn check_signals_pipeline(
+        &self,
+        path: &str,
+        pipeline: &PipelineConfig,
+        errors: &mut Vec<ConfigError>,
+    ) {
+        for (list, ids) in [
+            ("receivers", &pipeline.receivers),
+            ("processors", &pipeline.processors),
+        ] {
+            if !ids.is_empty() {
+                errors.push(ConfigError::new(
+                    format!("{path}.{list}"),
+                    "a signals pipeline has none: signals come from the correlator processors",
+                ));
+            }
+        }
+        if pipeline.exporters.is_empty() {
+            errors.push(ConfigError::new(
+                format!("{path}.exporters"),
+                "at least one is required",
+            ));
+        }
+        self.check_carried(path, pipeline, Carried::Signals, errors);
+    }
+
+    /// Exporters that exist but cannot carry what the pipeline carries.
+    fn check_carried(
+        &self,
+        path: &str,
+        pipeline: &PipelineConfig,
+        carried: Carried,
+        errors: &mut Vec<ConfigError>,
+    ) {
+        for (index, id) in pipeline.exporters.iter().enumerate() {
+            if let Some(exporter) = self.exporters.get(id)
+                && !exporter.carries(carried)
+            {
+                errors.push(ConfigError::new(
+                    format!("{path}.exporters[{index}]"),
+                    format!("exporter \"{id}\" cannot carry {}", carried.name()),
+                ));
+            }
+        }
+    }
+
     /// Checks the service section; references to components that exist but are
     /// invalid (`invalid`, as `section.id`) were reported already.
     fn check_service(&self, invalid: &BTreeSet<String>, errors: &mut Vec<ConfigError>) {
@@ -258,14 +323,19 @@ impl Config {
             if let Err(message) = components::check_id(id) {
                 errors.push(ConfigError::new(&path, message));
             }
-            if TelemetryKind::parse(components::component_type(id)).is_none() {
-                errors.push(ConfigError::new(
+            let kind = components::component_type(id);
+            if kind == SIGNALS {
+                self.check_signals_pipeline(&path, pipeline, errors);
+                continue;
+            }
+            match TelemetryKind::parse(kind) {
+                Some(kind) => self.check_carried(&path, pipeline, Carried::Telemetry(kind), errors),
+                None => errors.push(ConfigError::new(
                     &path,
                     format!(
-                        "unknown pipeline type \"{}\" (known: traces, logs, metrics)",
-                        components::component_type(id)
+                        "unknown pipeline type \"{kind}\" (known: traces, logs, metrics, signals)"
                     ),
-                ));
+                )),
             }
             check_references(
                 &path,

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use opscope_exporters::debug::DebugExporter;
 use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
-use opscope_exporters::{QueueConfig, QueueSender, RetryConfig, SendingQueue};
+use opscope_exporters::{Batch, Exporter, QueueConfig, QueueSender, RetryConfig, SendingQueue};
 use opscope_processors::batch::BatchProcessor;
 use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::resource::ResourceProcessor;
@@ -155,12 +155,18 @@ fn build_processor<T: Telemetry>(
     })
 }
 
-fn start_exporter<T: Telemetry>(
+/// Starts an exporter behind its sending queue.
+pub fn start_exporter<T: Batch>(
     name: &str,
     config: &ExporterConfig,
     metrics: opscope_exporters::QueueMetrics,
     abort: CancellationToken,
-) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
+) -> Result<(QueueSender<T>, SendingQueue), ConfigError>
+where
+    GrpcExporter: Exporter<T>,
+    HttpExporter: Exporter<T>,
+    DebugExporter: Exporter<T>,
+{
     let at = |e: opscope_processors::config::FieldError| {
         ConfigError::new(format!("exporters.{name}.{}", e.field), e.message)
     };

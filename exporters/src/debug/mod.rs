@@ -4,9 +4,9 @@
 use std::io::Write;
 
 use opscope_processors::Telemetry;
-use opscope_processors::correlator::Signal;
 use serde::Deserialize;
 
+use crate::batch::SignalBatch;
 use crate::exporter::{Delivery, ExportError, Exporter};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -53,22 +53,27 @@ impl DebugExporter {
     }
 }
 
-impl DebugExporter {
-    /// Prints a signal change: a line for people (`basic`) or the signal as JSON
-    /// (`detailed`).
-    pub fn print_signal(&self, signal: &Signal, json: &serde_json::Value) {
-        let line = match self.verbosity {
-            Verbosity::Basic => format!(
-                "{} signal: {}\n    hint: {}",
-                self.name,
-                signal.summary(),
-                signal.hint
-            ),
-            Verbosity::Detailed => json.to_string(),
-        };
+/// Signal changes: a line for people with the hint (`basic`), or the signal as
+/// JSON (`detailed`).
+impl Exporter<SignalBatch> for DebugExporter {
+    async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
         let mut stdout = std::io::stdout().lock();
-        // Losing a line on a closed stdout is not worth stopping for.
-        let _ = writeln!(stdout, "{line}");
+        for signal in &batch.0 {
+            let line = match self.verbosity {
+                Verbosity::Basic => {
+                    format!(
+                        "{} signal: {}\n    hint: {}",
+                        self.name,
+                        signal.summary(),
+                        signal.hint
+                    )
+                }
+                Verbosity::Detailed => signal.to_json().to_string(),
+            };
+            writeln!(stdout, "{line}")
+                .map_err(|e| ExportError::retryable(format!("writing to stdout: {e}")))?;
+        }
+        Ok(Delivery::default())
     }
 }
 

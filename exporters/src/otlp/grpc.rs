@@ -15,6 +15,8 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use super::config::{Compression, OtlpExporterConfig, OtlpProtocol};
+use super::signals::{signal_logs, signal_spans};
+use crate::batch::SignalBatch;
 use crate::exporter::{Delivery, ExportError, Exporter};
 
 pub struct GrpcExporter {
@@ -78,6 +80,14 @@ fn tls_config(config: &OtlpExporterConfig) -> Result<ClientTlsConfig, FieldError
         tls = tls.identity(Identity::from_pem(cert, key));
     }
     Ok(tls)
+}
+
+/// Signals go out as signal spans, then as log records.
+impl Exporter<SignalBatch> for GrpcExporter {
+    async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
+        self.export(&signal_spans(batch)).await?;
+        self.export(&signal_logs(batch)).await
+    }
 }
 
 impl<T: Telemetry> Exporter<T> for GrpcExporter {

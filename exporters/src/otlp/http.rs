@@ -13,6 +13,8 @@ use reqwest::header::{
 };
 
 use super::config::{Compression, OtlpExporterConfig, OtlpProtocol};
+use super::signals::{signal_logs, signal_spans};
+use crate::batch::SignalBatch;
 use crate::exporter::{Delivery, ExportError, Exporter};
 use crate::tls::install_crypto_provider;
 
@@ -71,6 +73,14 @@ impl HttpExporter {
             .write_all(&encoded)
             .and_then(|()| encoder.finish())
             .map_err(|e| ExportError::permanent(format!("gzip: {e}")))
+    }
+}
+
+/// Signals go out as signal spans, then as log records.
+impl Exporter<SignalBatch> for HttpExporter {
+    async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
+        self.export(&signal_spans(batch)).await?;
+        self.export(&signal_logs(batch)).await
     }
 }
 

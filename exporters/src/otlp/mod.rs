@@ -4,6 +4,7 @@
 pub mod config;
 pub mod grpc;
 pub mod http;
+pub mod signals;
 
 pub use config::{OtlpExporterConfig, OtlpProtocol};
 pub use grpc::GrpcExporter;

@@ -8,7 +8,6 @@ pub mod retry;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use opscope_processors::Telemetry;
 use opscope_processors::config::FieldError;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -19,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use retry::{Backoff, RetryConfig};
 
+use crate::batch::Batch;
 use crate::exporter::{ExportError, Exporter};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -114,7 +114,7 @@ impl SendingQueue {
     /// Starts the consumers. They run until every [`QueueSender`] is dropped and the
     /// queue is empty, or until `abort` fires (then what is left is counted as
     /// dropped at shutdown).
-    pub fn start<T: Telemetry, E: Exporter<T>>(
+    pub fn start<T: Batch, E: Exporter<T>>(
         name: &str,
         exporter: E,
         queue: &QueueConfig,
@@ -160,7 +160,7 @@ struct Consumer<E> {
 }
 
 impl<E> Consumer<E> {
-    async fn run<T: Telemetry>(&self, receiver: async_channel::Receiver<T>)
+    async fn run<T: Batch>(&self, receiver: async_channel::Receiver<T>)
     where
         E: Exporter<T>,
     {
@@ -174,7 +174,7 @@ impl<E> Consumer<E> {
         }
     }
 
-    async fn deliver<T: Telemetry>(&self, batch: T)
+    async fn deliver<T: Batch>(&self, batch: T)
     where
         E: Exporter<T>,
     {
@@ -189,7 +189,7 @@ impl<E> Consumer<E> {
             };
             let (reason, retry_after) = match attempt {
                 Ok(delivery) => {
-                    let items = batch.item_count() as u64;
+                    let items = batch.items() as u64;
                     let rejected = delivery.rejected_items.min(items);
                     self.metrics.sent_items.inc_by(items - rejected);
                     if rejected > 0 {
@@ -229,11 +229,11 @@ impl<E> Consumer<E> {
         !budget.is_zero() && started.elapsed() + delay > budget
     }
 
-    fn give_up<T: Telemetry>(&self, batch: &T, reason: &str, detail: &str) {
-        let items = batch.item_count() as u64;
+    fn give_up<T: Batch>(&self, batch: &T, reason: &str, detail: &str) {
+        let items = batch.items() as u64;
         self.metrics.count_failed(reason, items);
         tracing::error!(exporter = %self.name, items, reason, %detail,
-            "dropping {} {}", items, T::KIND.item_name());
+            "dropping {} {}", items, T::item_name());
     }
 }
 
@@ -262,7 +262,7 @@ mod tests {
                 }
             };
             if next.is_ok() {
-                *self.delivered.lock().unwrap() += batch.item_count();
+                *self.delivered.lock().unwrap() += batch.items();
             }
             next
         }

@@ -36,6 +36,7 @@ struct Record<'a> {
     /// Span start and duration; `None` for log records.
     span: Option<(Nanos, Duration)>,
     trace_id: &'a [u8],
+    span_id: &'a [u8],
     /// A span's error status message.
     failed: Option<&'a str>,
 }
@@ -62,6 +63,7 @@ pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
                 time: span.end_time_unix_nano.max(span.start_time_unix_nano),
                 span: Some((span.start_time_unix_nano, duration)),
                 trace_id: &span.trace_id,
+                span_id: &span.span_id,
                 failed,
             };
             record.events(out);
@@ -87,6 +89,7 @@ pub fn from_logs(request: &ExportLogsServiceRequest, out: &mut Vec<Event>) {
                 time,
                 span: None,
                 trace_id: &log.trace_id,
+                span_id: &log.span_id,
                 failed: None,
             };
             record.events(out);
@@ -236,8 +239,11 @@ impl Record<'_> {
         if let Some(source) = get_str(self.attributes, LOG_SOURCE) {
             return Some(source.to_string());
         }
-        if !self.trace_id.is_empty() && self.trace_id.iter().any(|b| *b != 0) {
-            return Some(format!("trace {}", hex(self.trace_id)));
+        if is_id(self.trace_id) {
+            return Some(match is_id(self.span_id) {
+                true => format!("trace {} span {}", hex(self.trace_id), hex(self.span_id)),
+                false => format!("trace {}", hex(self.trace_id)),
+            });
         }
         get_str(self.attributes, RECONCILE_ID).map(|id| format!("reconcile {id}"))
     }
@@ -332,6 +338,11 @@ impl Record<'_> {
             finalizers,
         })
     }
+}
+
+/// A trace or span id that is set (not empty, not all zeros).
+fn is_id(bytes: &[u8]) -> bool {
+    bytes.iter().any(|b| *b != 0)
 }
 
 fn hex(bytes: &[u8]) -> String {

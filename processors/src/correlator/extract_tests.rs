@@ -164,7 +164,7 @@ fn a_reconcile_root_span_is_a_reconcile_with_its_start_and_duration() {
             outcome: Outcome::Ok,
             generation: Some(3),
         }),
-        evidence: Some(format!("trace {TRACE_1}")),
+        evidence: Some(format!("trace {TRACE_1} span 0101010101010101")),
     };
     assert_eq!(only(span_events([root])), expected);
 }
@@ -363,7 +363,7 @@ fn an_api_call_span_in_a_reconcile_is_news_of_it_and_a_write_on_its_target() {
     );
     assert_eq!(
         write.evidence.as_deref(),
-        Some(format!("trace {TRACE_1}").as_str())
+        Some(format!("trace {TRACE_1} span 0202020202020202").as_str())
     );
 }
 
@@ -753,7 +753,7 @@ fn otel_bridge_logs_tagged_then_extracted_give_the_reconciles_and_the_conflict()
     assert!(events.iter().all(|e| e.object.key() == rayjob().key()));
     assert_eq!(
         events[0].evidence.as_deref(),
-        Some("trace 5b8efff798038103d269b633813fc60c")
+        Some("trace 5b8efff798038103d269b633813fc60c span eee19b7ec3c1b174")
     );
 }
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::events::{Nanos, ObjectRef, OperatorRef};
+use crate::timestamp::format_rfc3339;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SignalType {
@@ -100,7 +101,45 @@ impl Signal {
     }
 }
 
-fn format_figure(value: f64) -> String {
+impl Signal {
+    /// The signal as a JSON object: what `opscope analyze --format json` prints and
+    /// what log-shaped exporters carry.
+    pub fn to_json(&self) -> serde_json::Value {
+        let state = match self.state {
+            SignalState::Firing => "firing",
+            SignalState::Resolved => "resolved",
+        };
+        let kind = if self.object.kind.is_empty() {
+            &self.object.resource
+        } else {
+            &self.object.kind
+        };
+        serde_json::json!({
+            "id": self.id,
+            "signal": self.signal.name(),
+            "cause": self.cause,
+            "state": state,
+            "severity": self.severity.name(),
+            "operator": self.operator.name,
+            "operator_namespace": self.operator.namespace,
+            "controller": self.controller,
+            "object": {
+                "group": self.object.group,
+                "kind": kind,
+                "namespace": self.object.namespace,
+                "name": self.object.name,
+            },
+            "first_seen": format_rfc3339(self.first_seen),
+            "last_seen": format_rfc3339(self.last_seen),
+            "figures": self.figures,
+            "evidence": self.evidence,
+            "hint": self.hint,
+        })
+    }
+}
+
+/// A figure as people read it: whole numbers without decimals.
+pub fn format_figure(value: f64) -> String {
     if value.fract() == 0.0 && value.abs() < 1e15 {
         format!("{}", value as i64)
     } else {

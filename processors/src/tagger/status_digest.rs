@@ -85,7 +85,8 @@ fn item_key(item: &Value, index: usize, key_field: Option<&str>) -> String {
 }
 
 /// 64-bit FNV-1a: stable across platforms and releases, unlike `DefaultHasher`.
-fn fnv1a(text: &str) -> u64 {
+/// FNV-1a, 64 bits: stable across builds and platforms, unlike `DefaultHasher`.
+pub fn fnv1a(text: &str) -> u64 {
     const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     text.bytes().fold(OFFSET_BASIS, |hash, byte| {
