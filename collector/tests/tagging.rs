@@ -200,7 +200,10 @@ fn forwarded_logs_are_tagged_and_a_reconcile_loop_fires() {
 /// Reconcile traces as an instrumented operator exports them: a `reconcile` root with
 /// the object, and a client span PATCHing the object's status, ending now. Returns
 /// the request and the (trace id, span id) of every root.
-fn looping_operator_traces() -> (ExportTraceServiceRequest, Vec<(Vec<u8>, Vec<u8>)>) {
+/// The trace id and span id of a span.
+type SpanRef = (Vec<u8>, Vec<u8>);
+
+fn looping_operator_traces() -> (ExportTraceServiceRequest, Vec<SpanRef>) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("clock after 1970")
