@@ -151,15 +151,9 @@ fn analyze(
         }
     };
     if format == Format::Json {
-        let totals = &analysis.totals;
         eprintln!(
-            "{} file(s), {} record(s) ({} malformed), {} reconcile(s), {} write(s), {} signal(s)",
-            totals.files,
-            totals.records,
-            totals.malformed,
-            totals.reconciles,
-            totals.writes,
-            analysis.signals.len()
+            "{}",
+            report::summary(&analysis.totals, analysis.signals.len())
         );
     }
     match written {

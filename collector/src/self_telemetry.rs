@@ -37,6 +37,7 @@ pub struct SelfTelemetry {
     pub correlator_tracked_objects: Family<Labels, Gauge>,
     pub correlator_evicted_objects: Family<Labels, Counter>,
     pub correlator_late_events: Family<Labels, Counter>,
+    pub correlator_future_events: Family<Labels, Counter>,
     pub signals_dropped: Counter,
 }
 
@@ -135,6 +136,12 @@ impl SelfTelemetry {
             "Events older than the accepted lateness, dropped",
             correlator_late_events.clone(),
         );
+        let correlator_future_events = Family::<Labels, Counter>::default();
+        registry.register(
+            "correlator_future_events",
+            "Events dated ahead of the wall clock by more than the lateness, dropped",
+            correlator_future_events.clone(),
+        );
         let signals_dropped = Counter::default();
         registry.register(
             "signals_dropped",
@@ -148,6 +155,7 @@ impl SelfTelemetry {
             correlator_tracked_objects,
             correlator_evicted_objects,
             correlator_late_events,
+            correlator_future_events,
             signals_dropped,
             registry,
             accepted,

@@ -15,11 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec};
 use crate::extensions::health_check::{self, Readiness};
-use crate::pipeline::{Consumer, Pipeline};
+use crate::pipeline::{Consumer, Pipeline, SharedProcessors};
 use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
 use crate::self_telemetry::SelfTelemetry;
 use crate::signals::SignalOutput;
-use opscope_processors::correlator::SharedCorrelator;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -43,15 +42,17 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_servers = CancellationToken::new();
 
     let stop_ticking = CancellationToken::new();
-    let signals = SignalOutput::start(&config, &telemetry, stop_ticking.clone(), &abort_exports)?;
+    let (mut signals, correlators) =
+        SignalOutput::start(&config, &telemetry, stop_ticking.clone(), &abort_exports)?;
 
     let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
     let mut pipelines = JoinSet::new();
     let mut queues = Vec::new();
+    let shared = SharedProcessors::new(&config, correlators);
     let mut builder = PipelineBuilder {
         config: &config,
         telemetry: &telemetry,
-        correlators: &signals.correlators,
+        shared: &shared,
         abort: &abort_exports,
         consumers: &mut consumers,
     };
@@ -108,10 +109,26 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
             .is_err()
         {
             tracing::error!("stopping tasks that did not finish after the shutdown timeout");
+            draining.abort().await;
         }
     }
+    // The correlators' last signals go out once nothing can feed them any more.
+    drop(draining);
+    drop(shared);
     stop_ticking.cancel();
-    signals.finish().await;
+    let deadline = deadline.max(tokio::time::Instant::now() + LAST_GRACE);
+    if tokio::time::timeout_at(deadline, signals.finish())
+        .await
+        .is_err()
+    {
+        abort_exports.cancel();
+        if tokio::time::timeout(LAST_GRACE, signals.finish())
+            .await
+            .is_err()
+        {
+            tracing::error!("signal exporters did not finish after the shutdown timeout");
+        }
+    }
     stop_servers.cancel();
     while servers.join_next().await.is_some() {}
     tracing::info!("opscope stopped");
@@ -129,6 +146,15 @@ struct Draining {
 }
 
 impl Draining {
+    /// Stops receivers and pipelines where they are; what they held is lost, so this
+    /// is only for tasks that ignored the shutdown timeout.
+    async fn abort(&mut self) {
+        self.receiving.abort_all();
+        self.pipelines.abort_all();
+        while self.receiving.join_next().await.is_some() {}
+        while self.pipelines.join_next().await.is_some() {}
+    }
+
     /// Waits for receivers to stop, pipelines to drain and queues to deliver. Can be
     /// abandoned and called again: it only waits by reference.
     async fn finish(&mut self) {
@@ -146,7 +172,7 @@ type PipelineTask = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 struct PipelineBuilder<'a> {
     config: &'a Config,
     telemetry: &'a SelfTelemetry,
-    correlators: &'a BTreeMap<String, SharedCorrelator>,
+    shared: &'a SharedProcessors,
     abort: &'a CancellationToken,
     consumers: &'a mut BTreeMap<String, Consumers>,
 }
@@ -175,7 +201,7 @@ impl PipelineBuilder<'_> {
         let (pipeline, input, queues): (Pipeline<T>, mpsc::Sender<T>, _) = Pipeline::build(
             spec.id,
             &processors,
-            self.correlators,
+            self.shared,
             &exporters,
             self.telemetry,
             self.abort,

@@ -25,22 +25,22 @@ const SIGNAL_QUEUE: usize = 1024;
 const TICK: Duration = Duration::from_secs(1);
 
 pub struct SignalOutput {
-    pub correlators: BTreeMap<String, SharedCorrelator>,
-    consumer: JoinHandle<()>,
-    ticker: JoinHandle<()>,
+    consumer: Option<JoinHandle<()>>,
+    ticker: Option<JoinHandle<()>>,
     queues: Vec<SendingQueue>,
 }
 
 impl SignalOutput {
     /// Starts one shared correlator per configured `correlator` processor, the
     /// exporters of the `signals` pipelines, the consumer that feeds them, and the
-    /// wall-clock ticker.
+    /// wall-clock ticker. The signal consumer ends when every correlator returned is
+    /// dropped.
     pub fn start(
         config: &Config,
         telemetry: &Arc<SelfTelemetry>,
         stop_ticking: CancellationToken,
         abort_exports: &CancellationToken,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<(Self, BTreeMap<String, SharedCorrelator>), ConfigError> {
         let (sender, receiver) = mpsc::channel(SIGNAL_QUEUE);
         let dropped = telemetry.signals_dropped.clone();
         let sink: SignalSink = Arc::new(move |signals: Vec<Signal>| {
@@ -77,20 +77,25 @@ impl SignalOutput {
             Arc::clone(telemetry),
             stop_ticking,
         ));
-        Ok(Self {
-            correlators,
-            consumer,
-            ticker,
+        let output = Self {
+            consumer: Some(consumer),
+            ticker: Some(ticker),
             queues,
-        })
+        };
+        Ok((output, correlators))
     }
 
-    /// Waits for the last signals to be delivered; call after the pipelines drained
-    /// and the ticker was told to stop.
-    pub async fn finish(mut self) {
-        drop(self.correlators);
-        let _ = self.ticker.await;
-        let _ = self.consumer.await;
+    /// Waits for the last signals to be delivered; call after the correlators were
+    /// dropped and the ticker was told to stop. Can be abandoned and called again.
+    pub async fn finish(&mut self) {
+        if let Some(ticker) = self.ticker.as_mut() {
+            let _ = ticker.await;
+            self.ticker = None;
+        }
+        if let Some(consumer) = self.consumer.as_mut() {
+            let _ = consumer.await;
+            self.consumer = None;
+        }
         for queue in &mut self.queues {
             queue.join().await;
         }
@@ -159,6 +164,10 @@ async fn tick(
             catch_up(
                 &telemetry.correlator_late_events.get_or_create(&labels),
                 stats.late_events_dropped,
+            );
+            catch_up(
+                &telemetry.correlator_future_events.get_or_create(&labels),
+                stats.future_events_dropped,
             );
         }
     }

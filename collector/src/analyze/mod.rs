@@ -40,6 +40,9 @@ pub struct Totals {
     pub reconciles: u64,
     pub writes: u64,
     pub events: u64,
+    /// Records with no time of their own or of their container runtime: they are
+    /// read but cannot be correlated.
+    pub untimed: u64,
 }
 
 pub struct Options {
@@ -173,13 +176,13 @@ fn read_file(
             }
         }
         if chunk.is_full() {
-            totals.records += chunk.flush(tagger, events);
+            chunk.flush(tagger, events, totals);
         }
     })?;
     if let Some((first, text, time)) = partial {
         chunk.push(text, time, format!("{source}:{first}"));
     }
-    totals.records += chunk.flush(tagger, events);
+    chunk.flush(tagger, events, totals);
     Ok(())
 }
 
@@ -213,12 +216,12 @@ impl LogChunk {
         self.records.len() >= CHUNK
     }
 
-    /// Tags the lines and turns them into events; returns how many were read.
-    fn flush(&mut self, tagger: &mut OperatorTagger, events: &mut Vec<Event>) -> u64 {
+    /// Tags the lines and turns them into events.
+    fn flush(&mut self, tagger: &mut OperatorTagger, events: &mut Vec<Event>, totals: &mut Totals) {
         if self.records.is_empty() {
-            return 0;
+            return;
         }
-        let count = self.records.len() as u64;
+        totals.records += self.records.len() as u64;
         let mut request = ExportLogsServiceRequest {
             resource_logs: vec![ResourceLogs {
                 resource: Some(self.resource.clone()),
@@ -230,8 +233,15 @@ impl LogChunk {
             }],
         };
         request.tag(tagger);
+        let records = request
+            .resource_logs
+            .iter()
+            .flat_map(|r| &r.scope_logs)
+            .flat_map(|s| &s.log_records);
+        totals.untimed += records
+            .filter(|r| r.time_unix_nano == 0 && r.observed_time_unix_nano == 0)
+            .count() as u64;
         request.correlator_events(events);
-        count
     }
 }
 

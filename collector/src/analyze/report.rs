@@ -63,14 +63,18 @@ pub fn table(signals: &[Signal], totals: &Totals) -> String {
         }
         out.push_str(&format!("    hint:     {}\n", signal.hint));
     }
-    out.push_str(&format!(
-        "\n{} file(s), {} record(s) ({} malformed), {} reconcile(s), {} write(s), {} signal(s)\n",
-        totals.files,
-        totals.records,
-        totals.malformed,
-        totals.reconciles,
-        totals.writes,
-        signals.len()
-    ));
+    out.push_str(&format!("\n{}\n", summary(totals, signals.len())));
     out
+}
+
+/// The line that ends a report: what was read and found.
+pub fn summary(totals: &Totals, signals: usize) -> String {
+    let untimed = match totals.untimed {
+        0 => String::new(),
+        n => format!(", {n} without a time (not correlated)"),
+    };
+    format!(
+        "{} file(s), {} record(s) ({} malformed{untimed}), {} reconcile(s), {} write(s), {} signal(s)",
+        totals.files, totals.records, totals.malformed, totals.reconciles, totals.writes, signals
+    )
 }

@@ -28,6 +28,36 @@ use crate::self_telemetry::SelfTelemetry;
 /// Requests a pipeline holds between receivers and its processors.
 pub const INPUT_QUEUE_CAPACITY: usize = 16;
 
+/// Processors that are one instance however many pipelines list them: the
+/// correlator (evidence from traces, logs and metrics meets in one place) and the
+/// tagger (a reconcile seen in spans tags the logs of its trace).
+pub struct SharedProcessors {
+    pub correlators: BTreeMap<String, SharedCorrelator>,
+    pub taggers: BTreeMap<String, OperatorTagger>,
+}
+
+impl SharedProcessors {
+    pub fn new(
+        config: &crate::config::Config,
+        correlators: BTreeMap<String, SharedCorrelator>,
+    ) -> Self {
+        let taggers = config
+            .processors
+            .iter()
+            .filter_map(|(id, processor)| match processor {
+                ProcessorConfig::OperatorTagger(tagger) => {
+                    Some((id.clone(), OperatorTagger::new(tagger)))
+                }
+                _ => None,
+            })
+            .collect();
+        Self {
+            correlators,
+            taggers,
+        }
+    }
+}
+
 /// A pipeline ready to run, with the sending queues of its exporters.
 pub struct Pipeline<T> {
     id: String,
@@ -48,7 +78,7 @@ impl<T: Telemetry> Pipeline<T> {
     pub fn build(
         id: &str,
         processors: &[(&str, &ProcessorConfig)],
-        correlators: &BTreeMap<String, SharedCorrelator>,
+        shared: &SharedProcessors,
         exporters: &[(&str, &ExporterConfig)],
         telemetry: &SelfTelemetry,
         abort: &CancellationToken,
@@ -56,7 +86,7 @@ impl<T: Telemetry> Pipeline<T> {
         let chain = ProcessorChain::new(
             processors
                 .iter()
-                .map(|(name, config)| build_processor::<T>(name, config, correlators))
+                .map(|(name, config)| build_processor::<T>(name, config, shared))
                 .collect::<Result<_, _>>()?,
         );
         let mut outputs = Vec::new();
@@ -134,8 +164,9 @@ impl<T: Telemetry> FanOut<T> {
 fn build_processor<T: Telemetry>(
     name: &str,
     config: &ProcessorConfig,
-    correlators: &BTreeMap<String, SharedCorrelator>,
+    shared: &SharedProcessors,
 ) -> Result<Box<dyn Processor<T>>, ConfigError> {
+    let not_started = || ConfigError::new(format!("processors.{name}"), "was not started");
     Ok(match config {
         ProcessorConfig::Batch(batch) => Box::new(BatchProcessor::new(batch.clone())),
         ProcessorConfig::Resource(resource) => {
@@ -143,15 +174,16 @@ fn build_processor<T: Telemetry>(
                 ConfigError::new(format!("processors.{name}.{}", e.field), e.message)
             })?)
         }
-        ProcessorConfig::OperatorTagger(tagger) => Box::new(OperatorTagger::new(tagger)),
-        // Every pipeline that lists a correlator feeds the same one.
-        ProcessorConfig::Correlator(_) => match correlators.get(name) {
-            Some(shared) => Box::new(shared.clone()),
-            None => {
-                let message = "correlator was not started";
-                return Err(ConfigError::new(format!("processors.{name}"), message));
-            }
-        },
+        ProcessorConfig::OperatorTagger(_) => {
+            Box::new(shared.taggers.get(name).ok_or_else(not_started)?.clone())
+        }
+        ProcessorConfig::Correlator(_) => Box::new(
+            shared
+                .correlators
+                .get(name)
+                .ok_or_else(not_started)?
+                .clone(),
+        ),
     })
 }
 

@@ -183,6 +183,10 @@ fn object(attributes: &[KeyValue], keys: [&str; 5]) -> ObjectRef {
 
 impl Record<'_> {
     fn events(&self, out: &mut Vec<Event>) {
+        if self.time == 0 {
+            // A record with no time says nothing about rates or ages.
+            return;
+        }
         let attributes = self.attributes;
         let reconciled = object(
             attributes,

@@ -61,6 +61,10 @@ pub struct CorrelatorStats {
     /// Events of no use to the detectors (no object or instance named, a gauge not
     /// watched), in total.
     pub ignored_events: u64,
+    /// Events dated further ahead of the wall clock than the accepted lateness (a
+    /// wrong clock or unit), in total; counted by the live agent, which knows the
+    /// wall clock.
+    pub future_events_dropped: u64,
 }
 
 /// Correlates events on event time: [`observe`](Self::observe) events, then

@@ -2,8 +2,9 @@
 //! it (traces, logs and metrics all carry evidence), fed with the events of each
 //! batch that passes; the batch itself passes on unchanged.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::events::{Event, Nanos};
 use super::signal::Signal;
@@ -17,13 +18,18 @@ pub type SignalSink = Arc<dyn Fn(Vec<Signal>) + Send + Sync>;
 pub struct SharedCorrelator {
     correlator: Arc<Mutex<Correlator>>,
     sink: SignalSink,
+    /// How far event time may lag the wall clock, and lead it.
+    lateness: u64,
+    future_events: Arc<AtomicU64>,
 }
 
 impl SharedCorrelator {
     pub fn new(config: CorrelatorConfig, sink: SignalSink) -> Self {
         Self {
+            lateness: u64::try_from(config.lateness.as_nanos()).unwrap_or(u64::MAX),
             correlator: Arc::new(Mutex::new(Correlator::new(config))),
             sink,
+            future_events: Arc::default(),
         }
     }
 
@@ -34,14 +40,21 @@ impl SharedCorrelator {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Observes events and evaluates the detectors at the newest event time.
+    /// Observes events and evaluates the detectors at the newest event time. An
+    /// event dated beyond the wall clock by more than the lateness is dropped and
+    /// counted: taking it would move event time ahead and make every later event late.
     pub fn observe(&self, events: Vec<Event>) {
         if events.is_empty() {
             return;
         }
+        let horizon = wall_clock().saturating_add(self.lateness);
         let signals = {
             let mut correlator = self.lock();
             for event in events {
+                if event.time() > horizon {
+                    self.future_events.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 correlator.observe(event);
             }
             let now = correlator.watermark();
@@ -50,19 +63,25 @@ impl SharedCorrelator {
         self.emit(signals);
     }
 
-    /// Moves event time to the wall clock when input is idle, so leak ages and
-    /// resolutions progress without new data.
+    /// Moves event time along with the wall clock, less the lateness, so leak ages and
+    /// resolutions progress without new data while data that arrives late within the
+    /// lateness still counts.
     pub fn tick(&self, wall_clock: Nanos) {
         let signals = {
             let mut correlator = self.lock();
-            let now = correlator.watermark().max(wall_clock);
+            let now = correlator
+                .watermark()
+                .max(wall_clock.saturating_sub(self.lateness));
             correlator.advance(now)
         };
         self.emit(signals);
     }
 
     pub fn stats(&self) -> CorrelatorStats {
-        self.lock().stats()
+        CorrelatorStats {
+            future_events_dropped: self.future_events.load(Ordering::Relaxed),
+            ..self.lock().stats()
+        }
     }
 
     fn emit(&self, signals: Vec<Signal>) {
@@ -70,6 +89,12 @@ impl SharedCorrelator {
             (self.sink)(signals);
         }
     }
+}
+
+fn wall_clock() -> Nanos {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 impl<T: Telemetry> Processor<T> for SharedCorrelator {

@@ -20,6 +20,8 @@ use super::conflict::{Conflict, find_conflict};
 use super::formats::{LogFacts, LogOutcome, is_continuation, recognize_line};
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use super::trace_map::{ReconcileContext, TraceMap};
 use crate::attributes::{array_value, get_str, insert, set, set_str, string_value};
 use crate::config::{FieldError, duration};
@@ -62,20 +64,30 @@ impl TaggerConfig {
     }
 }
 
+/// Clones share the trace map, so one tagger listed in the traces and the logs
+/// pipelines tags a reconcile's logs from its spans.
+#[derive(Clone)]
 pub struct OperatorTagger {
-    operators: OperatorResolver,
-    traces: TraceMap,
+    operators: Arc<OperatorResolver>,
+    traces: Arc<Mutex<TraceMap>>,
 }
 
 impl OperatorTagger {
     pub fn new(config: &TaggerConfig) -> Self {
         Self {
-            operators: OperatorResolver::new(&config.operators),
-            traces: TraceMap::new(
+            operators: Arc::new(OperatorResolver::new(&config.operators)),
+            traces: Arc::new(Mutex::new(TraceMap::new(
                 config.max_traces,
                 config.trace_ttl.as_nanos().min(u64::MAX as u128) as u64,
-            ),
+            ))),
         }
+    }
+
+    fn traces(&self) -> MutexGuard<'_, TraceMap> {
+        // The map holds hints, not invariants: a poisoned lock is still usable.
+        self.traces
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn tag_resource(&self, resource: &mut Option<Resource>) {
@@ -97,6 +109,7 @@ impl OperatorTagger {
         // another resource, such as the API server's) find their reconcile.
         let roots: Vec<Option<ReconcileContext>> = spans(request).map(reconcile_root).collect();
         let nested = nested_roots(request, &roots);
+        let mut traces = self.traces();
         for ((span, root), nested) in spans_mut(request).zip(roots).zip(nested) {
             if let Some(context) = root
                 && !nested
@@ -104,12 +117,11 @@ impl OperatorTagger {
                 write_context(&mut span.attributes, &context);
                 set_str(&mut span.attributes, OPSCOPE_RECORD, RECORD_RECONCILE);
                 write_span_outcome(span);
-                self.traces
-                    .insert(&span.trace_id, context, span.start_time_unix_nano);
+                traces.insert(&span.trace_id, context, span.start_time_unix_nano);
             }
         }
         for span in spans_mut(request) {
-            if let Some(context) = self.traces.get(&span.trace_id) {
+            if let Some(context) = traces.get(&span.trace_id) {
                 write_context(&mut span.attributes, context);
             }
             tag_api_call(span);
@@ -177,7 +189,7 @@ impl OperatorTagger {
             record.severity_text = level.name().to_string();
         }
         let attributes = &mut record.attributes;
-        if let Some(context) = self.traces.get(&record.trace_id) {
+        if let Some(context) = self.traces().get(&record.trace_id) {
             write_context(attributes, context);
         }
         write_log_facts(attributes, &facts);

@@ -132,9 +132,14 @@ pub(crate) mod otlp {
     /// A log record under construction.
     pub(crate) struct LogBuilder(LogRecord);
 
+    /// When test records were observed, unless a test says otherwise: a record with
+    /// no time at all yields no events.
+    pub(crate) const OBSERVED: u64 = 1_714_564_799_000_000_000;
+
     pub(crate) fn log(body: &str) -> LogBuilder {
         LogBuilder(LogRecord {
             body: text(body),
+            observed_time_unix_nano: OBSERVED,
             ..Default::default()
         })
     }

@@ -7,9 +7,11 @@ use super::continuation::is_go_source_position;
 use super::fields::{FieldValue, split_namespaced};
 use super::kv::{Token, read_quoted, tokens};
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
+use crate::timestamp::{format_rfc3339, parse_rfc3339};
 
-/// The facts of a klog line. klog prints no year, so the time is left to the caller
-/// (a CRI timestamp or the time the line was read).
+/// The facts of a klog line. klog prints no year: the line is taken to be from the
+/// last twelve months (this year, or last year for a date ahead of today), in UTC as
+/// containers run.
 pub fn recognize(line: &str) -> Option<LogFacts> {
     let level = header_level(line.get(..5)?)?;
     let (header, body) = line.split_once(']')?;
@@ -18,6 +20,7 @@ pub fn recognize(line: &str) -> Option<LogFacts> {
     }
     let mut facts = LogFacts {
         level: Some(level),
+        time_unix_nano: header_time(header, now_unix_nanos()),
         ..LogFacts::of_format(LogFormat::Klog)
     };
     read_body(body.trim(), &mut facts);
@@ -29,6 +32,34 @@ fn header_level(severity_and_date: &str) -> Option<Level> {
     let mut chars = severity_and_date.chars();
     let level = Level::from_klog_letter(chars.next()?)?;
     chars.all(|c| c.is_ascii_digit()).then_some(level)
+}
+
+/// The time of a header `Lmmdd hh:mm:ss.uuuuuu`, in the year that puts it at most a
+/// day after `now`.
+fn header_time(header: &str, now: u64) -> Option<u64> {
+    let date = header.get(1..5)?;
+    let time = header.split_whitespace().nth(1)?;
+    let (month, day) = (date.get(..2)?, date.get(2..)?);
+    let this_year = current_year(now)?;
+    let at = |year: i64| parse_rfc3339(&format!("{year}-{month}-{day}T{time}Z"));
+    let candidate = at(this_year)?;
+    const DAY: u64 = 86_400 * 1_000_000_000;
+    if candidate > now.saturating_add(DAY) {
+        at(this_year - 1)
+    } else {
+        Some(candidate)
+    }
+}
+
+/// The UTC year of a time.
+fn current_year(unix_nanos: u64) -> Option<i64> {
+    format_rfc3339(unix_nanos).get(..4)?.parse().ok()
+}
+
+fn now_unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// `Lmmdd hh:mm:ss.uuuuuu threadid file:line`.
@@ -111,8 +142,31 @@ mod tests {
     use super::super::{LogOutcome, recognize_line};
     use super::*;
 
+    /// The facts of a fixture line, its time left out: the year depends on today,
+    /// and `header_time` has its own tests.
     fn klog_line(index: usize) -> LogFacts {
-        recognize_line(line(KLOG, index))
+        let facts = recognize_line(line(KLOG, index));
+        assert!(facts.time_unix_nano.is_some(), "line {index} has a time");
+        LogFacts {
+            time_unix_nano: None,
+            ..facts
+        }
+    }
+
+    #[test]
+    fn the_year_is_the_one_that_puts_the_line_in_the_past() {
+        let now = parse_rfc3339("2026-11-29T08:00:00Z").expect("a time");
+        let header = "I1129 07:59:58.250000       1 controller.go:118";
+        assert_eq!(
+            header_time(header, now),
+            parse_rfc3339("2026-11-29T07:59:58.25Z")
+        );
+        let december = "E1231 23:00:00.000000       1 controller.go:118";
+        assert_eq!(
+            header_time(december, now),
+            parse_rfc3339("2025-12-31T23:00:00Z")
+        );
+        assert_eq!(header_time("I1399 00:00:00.000000 1 a.go:1", now), None);
     }
 
     fn klog(facts: LogFacts) -> LogFacts {
@@ -241,7 +295,6 @@ mod tests {
     fn fatal_is_an_error() {
         let facts = klog_line(9);
         assert_eq!(facts.level, Some(Level::Error));
-        assert_eq!(facts.time_unix_nano, None);
     }
 
     #[test]
