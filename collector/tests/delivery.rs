@@ -379,3 +379,46 @@ fn undecodable_and_unsupported_requests_get_clear_answers() {
     .expect("HTTP");
     assert_eq!(response.status, 415);
 }
+
+/// A message whose field 1 is a number where OTLP has a list of resources: valid
+/// protobuf, but not an export request.
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotAnExportRequest {
+    #[prost(uint64, tag = "1")]
+    resource_spans: u64,
+}
+
+#[test]
+fn undecodable_grpc_requests_are_invalid_argument_and_counted() {
+    let sink = OtlpSink::grpc();
+    let ports = Ports::free();
+    let opscope = Opscope::start(
+        &ports.config("otlp/sink", &exporter(&sink, 10)),
+        &ports.health_addr(),
+    );
+    let runtime = Runtime::new().expect("client runtime");
+    let status = runtime.block_on(async {
+        let channel = Channel::from_shared(ports.grpc_url())
+            .expect("url")
+            .connect()
+            .await
+            .expect("connect");
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.expect("ready");
+        let path = http::uri::PathAndQuery::from_static(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        );
+        let codec = tonic_prost::ProstCodec::<NotAnExportRequest, NotAnExportRequest>::default();
+        let request = tonic::Request::new(NotAnExportRequest { resource_spans: 7 });
+        grpc.unary(request, path, codec)
+            .await
+            .expect_err("not an export request")
+    });
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let refused = opscope.metric_value(
+        &ports.metrics_addr(),
+        "opscope_receiver_refused_requests_total",
+        &[("transport", "grpc"), ("reason", "bad_request")],
+    );
+    assert_eq!(refused, 1.0);
+}

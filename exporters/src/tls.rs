@@ -57,9 +57,17 @@ impl TlsClientConfig {
     }
 }
 
+/// Reads a PEM file, checking that it holds PEM.
 fn read(field: &str, path: &Path) -> Result<Vec<u8>, FieldError> {
-    std::fs::read(path)
-        .map_err(|err| FieldError::new(field, format!("cannot read {}: {err}", path.display())))
+    let pem = std::fs::read(path)
+        .map_err(|err| FieldError::new(field, format!("cannot read {}: {err}", path.display())))?;
+    if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
+        return Err(FieldError::new(
+            field,
+            format!("{} holds no PEM block", path.display()),
+        ));
+    }
+    Ok(pem)
 }
 
 /// Makes rustls use `ring` in this process. The HTTP client needs a process-wide

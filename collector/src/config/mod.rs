@@ -311,7 +311,8 @@ impl Config {
     /// Checks the service section; references to components that exist but are
     /// invalid (`invalid`, as `section.id`) were reported already.
     fn check_service(&self, invalid: &BTreeSet<String>, errors: &mut Vec<ConfigError>) {
-        let known = |section: &str, id: &str| invalid.contains(&format!("{section}.{id}"));
+        let defined_but_invalid =
+            |section: &str, id: &str| invalid.contains(&format!("{section}.{id}"));
         if self.service.pipelines.is_empty() {
             errors.push(ConfigError::new(
                 "service.pipelines",
@@ -341,26 +342,26 @@ impl Config {
                 &path,
                 "receivers",
                 &pipeline.receivers,
-                |r| self.receivers.contains_key(r) || known("receivers", r),
+                |r| self.receivers.contains_key(r) || defined_but_invalid("receivers", r),
                 errors,
             );
             check_references(
                 &path,
                 "processors",
                 &pipeline.processors,
-                |p| self.processors.contains_key(p) || known("processors", p),
+                |p| self.processors.contains_key(p) || defined_but_invalid("processors", p),
                 errors,
             );
             check_references(
                 &path,
                 "exporters",
                 &pipeline.exporters,
-                |e| self.exporters.contains_key(e) || known("exporters", e),
+                |e| self.exporters.contains_key(e) || defined_but_invalid("exporters", e),
                 errors,
             );
         }
         for (index, id) in self.service.extensions.iter().enumerate() {
-            if !self.extensions.contains_key(id) && !known("extensions", id) {
+            if !self.extensions.contains_key(id) && !defined_but_invalid("extensions", id) {
                 errors.push(ConfigError::new(
                     format!("service.extensions[{index}]"),
                     format!("extension \"{id}\" is not defined under extensions"),

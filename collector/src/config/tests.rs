@@ -170,6 +170,16 @@ const BAD: &[(&str, &str, &str)] = &[
         "exporters.otlp/jaeger.retry_on_failure.max_elapsed_time: duration 5 has no unit",
     ),
     (
+        "tls: { insecure: true }",
+        "tls: { ca_file: /nonexistent/ca.pem }",
+        "exporters.otlp/jaeger.tls.ca_file: cannot read /nonexistent/ca.pem",
+    ),
+    (
+        "endpoint: jaeger:4317\n    tls: { insecure: true }",
+        "endpoint: https://jaeger:4317\n    tls: { insecure_skip_verify: true }",
+        "exporters.otlp/jaeger.tls.insecure_skip_verify: is not supported by the gRPC exporter",
+    ),
+    (
         "service:\n",
         "extras: 1\nservice:\n  extensions: [health_check]\n",
         "extras: unknown key",

@@ -48,10 +48,6 @@ impl<T: Clone> Consumer<T> {
         self.inputs.push(input);
     }
 
-    pub fn is_connected(&self) -> bool {
-        !self.inputs.is_empty()
-    }
-
     /// Hands `data` to every pipeline, or to none when any of them has no room, so a
     /// refused request can be retried without duplicating what was accepted.
     pub fn push(&self, data: T) -> Result<(), Refusal> {

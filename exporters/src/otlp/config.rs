@@ -60,8 +60,17 @@ pub struct Target {
 
 impl OtlpExporterConfig {
     pub fn validate(&self, protocol: OtlpProtocol) -> Result<(), FieldError> {
-        self.target(protocol)?;
+        let target = self.target(protocol)?;
         self.tls.validate()?;
+        if target.tls {
+            if protocol == OtlpProtocol::Grpc && self.tls.insecure_skip_verify {
+                return Err(FieldError::new(
+                    "tls.insecure_skip_verify",
+                    "is not supported by the gRPC exporter; give the server's CA in tls.ca_file",
+                ));
+            }
+            self.tls.load()?;
+        }
         if protocol == OtlpProtocol::Http && self.compression == Compression::Zstd {
             return Err(FieldError::new(
                 "compression",

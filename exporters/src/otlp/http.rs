@@ -103,9 +103,10 @@ impl<T: Telemetry> Exporter<T> for HttpExporter {
             .headers()
             .get(RETRY_AFTER)
             .and_then(parse_retry_after);
-        let body = response.bytes().await.unwrap_or_default();
+        let body = read_capped(response).await;
         if status.is_success() {
-            let decoded = T::Response::decode(body.as_ref()).unwrap_or_default();
+            // A success whose body says nothing readable is a full success.
+            let decoded = T::Response::decode(body.as_slice()).unwrap_or_default();
             let (rejected_items, message) = T::rejected_items(&decoded);
             return Ok(Delivery {
                 rejected_items,
@@ -125,6 +126,23 @@ impl<T: Telemetry> Exporter<T> for HttpExporter {
             Err(ExportError::permanent(reason))
         }
     }
+}
+
+/// Most of a response body opscope reads: an OTLP response or an error message.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// The body of a response, up to [`MAX_RESPONSE_BYTES`]; a body that breaks off
+/// is what arrived of it.
+async fn read_capped(mut response: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = MAX_RESPONSE_BYTES.saturating_sub(body.len());
+        body.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
+        if body.len() >= MAX_RESPONSE_BYTES {
+            break;
+        }
+    }
+    body
 }
 
 /// 408, 429 and 5xx may pass later; other answers will not change.

@@ -24,7 +24,8 @@ use crate::exporter::{ExportError, Exporter};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueConfig {
-    /// Without a queue the pipeline waits for each export (one batch in flight).
+    /// Without a queue, the exporter holds at most one batch waiting and one in
+    /// flight, so the pipeline waits on it almost at once.
     pub enabled: bool,
     /// Batches the queue holds before it pushes back.
     pub queue_size: usize,
@@ -62,6 +63,9 @@ impl QueueConfig {
     }
 }
 
+/// The longest pause a destination's `Retry-After` or retry delay can impose.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
 /// Label pairs of a self-telemetry series.
 pub type Labels = Vec<(String, String)>;
 
@@ -95,13 +99,12 @@ impl<T> QueueSender<T> {
     /// Waits for room in the queue, which is how a slow exporter pushes back on the
     /// pipeline. Fails only when the queue has shut down.
     pub async fn send(&self, batch: T) -> Result<(), T> {
-        self.sender
-            .send(batch)
-            .await
-            .map(|()| {
-                self.queue_size.inc();
-            })
-            .map_err(|err| err.into_inner())
+        // Counted before it is in the queue, so a consumer's decrement never comes first.
+        self.queue_size.inc();
+        self.sender.send(batch).await.map_err(|err| {
+            self.queue_size.dec();
+            err.into_inner()
+        })
     }
 }
 
@@ -210,7 +213,9 @@ impl<E> Consumer<E> {
             if !self.retry.enabled {
                 return self.give_up(&batch, "retry_disabled", &reason);
             }
-            let delay = retry_after.unwrap_or_else(|| backoff.next_delay());
+            // A destination may ask for a long pause, but not for longer than this.
+            let delay = retry_after
+                .map_or_else(|| backoff.next_delay(), |asked| asked.min(MAX_RETRY_AFTER));
             if self.out_of_budget(started, delay) {
                 return self.give_up(&batch, "retries_exhausted", &reason);
             }
@@ -226,7 +231,7 @@ impl<E> Consumer<E> {
 
     fn out_of_budget(&self, started: Instant, delay: Duration) -> bool {
         let budget = self.retry.max_elapsed_time;
-        !budget.is_zero() && started.elapsed() + delay > budget
+        !budget.is_zero() && started.elapsed().saturating_add(delay) > budget
     }
 
     fn give_up<T: Batch>(&self, batch: &T, reason: &str, detail: &str) {

@@ -38,7 +38,8 @@ pub(crate) fn bound_operator(operator: &mut OperatorRef) {
     bound(&mut operator.namespace);
 }
 
-/// A stable 64-bit hash of `text`, for comparing identities without keeping them.
+/// A 64-bit hash of `text`, for comparing identities within one process without
+/// keeping them (not stable across builds; never stored or sent).
 pub(crate) fn hash_text(text: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
     text.hash(&mut hasher);

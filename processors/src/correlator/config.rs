@@ -92,7 +92,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_follow_the_design() {
+    fn defaults_are_the_documented_ones() {
         let config = CorrelatorConfig::default();
         assert_eq!(config.reconcile_loop.min_reconciles, 30);
         assert_eq!(config.reconcile_loop.window, Duration::from_secs(60));

@@ -19,12 +19,7 @@ use crate::semconv::*;
 use crate::tagger::audit::operator_of_user;
 use crate::timestamp::parse_rfc3339;
 
-/// Runtime gauges the resource-leak detector watches.
-pub const WATCHED_GAUGES: &[&str] = &[
-    "workqueue_depth",
-    "go_goroutines",
-    "process_resident_memory_bytes",
-];
+use super::leak_detector::watches;
 
 const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];
 
@@ -112,7 +107,7 @@ pub fn from_metrics(request: &ExportMetricsServiceRequest, out: &mut Vec<Event>)
             .iter()
             .flat_map(|s| &s.metrics)
         {
-            if WATCHED_GAUGES.contains(&metric.name.as_str()) {
+            if watches(&metric.name) {
                 gauge_events(metric, &operator, instance, out);
             }
         }

@@ -87,10 +87,14 @@ enum LeakCause {
     MemoryGrowth,
 }
 
+/// Whether the resource-leak detector watches a runtime gauge.
+pub fn watches(gauge: &str) -> bool {
+    LeakCause::of_gauge(gauge).is_some()
+}
+
 impl LeakCause {
-    /// The cause a gauge stands for; `None` for gauges not watched (counters included).
-    /// The cause a growing gauge stands for; a series of one work queue is named
-    /// `workqueue_depth{<queue>}`.
+    /// The cause a growing gauge stands for, `None` for gauges not watched (counters
+    /// included); a series of one work queue is named `workqueue_depth{<queue>}`.
     fn of_gauge(series: &str) -> Option<Self> {
         let name = series.split_once('{').map_or(series, |(name, _)| name);
         match name {

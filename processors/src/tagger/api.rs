@@ -6,11 +6,10 @@ use opscope_proto::otlp::common::v1::KeyValue;
 use crate::attributes::{get_i64, get_str};
 use crate::semconv::{
     HTTP_METHOD_OLD, HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, HTTP_STATUS_CODE_OLD,
-    HTTP_URL_OLD, URL_FULL, URL_PATH,
+    HTTP_URL_OLD, URL_FULL, URL_PATH, URL_QUERY,
 };
 
 /// The query string of a span that gives `url.path` separately.
-const URL_QUERY: &str = "url.query";
 /// Path and query in the old HTTP conventions, on server spans.
 const HTTP_TARGET_OLD: &str = "http.target";
 

@@ -8,7 +8,7 @@ use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
-use opscope_proto::otlp::logs::v1::LogRecord;
+use opscope_proto::otlp::logs::v1::{LogRecord, SeverityNumber};
 use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::Span;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
@@ -153,8 +153,8 @@ impl OperatorTagger {
             if let Some(text) = &body {
                 if is_continuation(text)
                     && let Some(previous) = tagged.last_mut().filter(|p| joins(p))
+                    && append_line(previous, text)
                 {
-                    append_line(previous, text);
                     continue;
                 }
                 if text.contains("\"auditID\"")
@@ -562,18 +562,22 @@ fn body_text(record: &LogRecord) -> Option<&str> {
 
 /// Stack-trace lines belong to the error record they follow.
 fn joins(previous: &LogRecord) -> bool {
-    previous.severity_number >= 17
+    previous.severity_number >= SeverityNumber::Error as i32
 }
 
 /// Longest record a joined stack trace may grow to.
 const MAX_JOINED_BYTES: usize = 64 * 1024;
 
-fn append_line(record: &mut LogRecord, line: &str) {
-    if let Some(Value::StringValue(body)) = record.body.as_mut().and_then(|b| b.value.as_mut())
-        && body.len() + line.len() < MAX_JOINED_BYTES
-    {
-        body.push('\n');
-        body.push_str(line);
+/// Appends a line to a record's body; a line that would make it too long is left
+/// to stand as a record of its own.
+fn append_line(record: &mut LogRecord, line: &str) -> bool {
+    match record.body.as_mut().and_then(|b| b.value.as_mut()) {
+        Some(Value::StringValue(body)) if body.len() + line.len() < MAX_JOINED_BYTES => {
+            body.push('\n');
+            body.push_str(line);
+            true
+        }
+        _ => false,
     }
 }
 

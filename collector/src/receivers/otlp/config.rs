@@ -44,7 +44,7 @@ impl Default for GrpcConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     pub endpoint: String,
-    /// Largest request body accepted in bytes, before and after decompression.
+    /// Largest request body accepted in bytes, measured after decompression.
     pub max_request_body_size: usize,
 }
 

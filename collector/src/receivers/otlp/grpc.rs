@@ -131,12 +131,12 @@ pub fn serve(
         .accept_compressed(gzip)
         .accept_compressed(zstd)
         .max_decoding_message_size(max_message_bytes);
-    let oversize = OversizeLayer {
+    let corrections = StatusCorrectionLayer {
         metrics: TelemetryKind::ALL
             .map(|kind| context.telemetry.receiver(kind, &context.id, "grpc")),
     };
     let router = Server::builder()
-        .layer(oversize)
+        .layer(corrections)
         .add_service(traces)
         .add_service(logs)
         .add_service(metrics);
@@ -153,19 +153,20 @@ pub fn serve(
     }
 }
 
-/// Answers over-size requests RESOURCE_EXHAUSTED, as OTLP asks, and counts them.
-/// tonic refuses a frame above the limit with OUT_OF_RANGE before any service
-/// code runs, so the status is corrected on the way out.
+/// Answers over-size requests RESOURCE_EXHAUSTED and undecodable ones
+/// INVALID_ARGUMENT, as OTLP asks, and counts them: tonic refuses both (with
+/// OUT_OF_RANGE and INTERNAL) before any service code runs, so the status is
+/// corrected on the way out.
 #[derive(Clone)]
-struct OversizeLayer {
+struct StatusCorrectionLayer {
     metrics: [ReceiverMetrics; 3],
 }
 
-impl<S> tower_layer::Layer<S> for OversizeLayer {
-    type Service = Oversize<S>;
+impl<S> tower_layer::Layer<S> for StatusCorrectionLayer {
+    type Service = StatusCorrection<S>;
 
-    fn layer(&self, inner: S) -> Oversize<S> {
-        Oversize {
+    fn layer(&self, inner: S) -> StatusCorrection<S> {
+        StatusCorrection {
             inner,
             metrics: self.metrics.clone(),
         }
@@ -173,7 +174,7 @@ impl<S> tower_layer::Layer<S> for OversizeLayer {
 }
 
 #[derive(Clone)]
-struct Oversize<S> {
+struct StatusCorrection<S> {
     inner: S,
     metrics: [ReceiverMetrics; 3],
 }
@@ -181,8 +182,21 @@ struct Oversize<S> {
 const GRPC_STATUS: &str = "grpc-status";
 const TOO_LARGE_FRAME: &str = "Error, decoded message length too large";
 const TOO_LARGE_DECOMPRESSED: &str = "Error decompressing: size limit";
+const UNDECODABLE: &str = "failed to decode Protobuf message";
 
-impl<S, B, R> tower_service::Service<http::Request<B>> for Oversize<S>
+/// The status OTLP asks for, and the refusal reason, for a request tonic refused
+/// before any service code ran.
+fn corrected_status(message: &str) -> Option<(Code, &'static str)> {
+    if message.starts_with(TOO_LARGE_FRAME) || message.starts_with(TOO_LARGE_DECOMPRESSED) {
+        Some((Code::ResourceExhausted, "too_large"))
+    } else if message.starts_with(UNDECODABLE) {
+        Some((Code::InvalidArgument, "bad_request"))
+    } else {
+        None
+    }
+}
+
+impl<S, B, R> tower_service::Service<http::Request<B>> for StatusCorrection<S>
 where
     S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
     S::Future: Send + 'static,
@@ -207,13 +221,10 @@ where
                 .and_then(|m| m.to_str().ok())
                 .unwrap_or_default();
             let decoded = percent_encoding::percent_decode_str(message).decode_utf8_lossy();
-            let too_large =
-                decoded.starts_with(TOO_LARGE_FRAME) || decoded.starts_with(TOO_LARGE_DECOMPRESSED);
-            if too_large {
-                let code = http::HeaderValue::from(Code::ResourceExhausted as i32);
-                headers.insert(GRPC_STATUS, code);
+            if let Some((code, reason)) = corrected_status(&decoded) {
+                headers.insert(GRPC_STATUS, http::HeaderValue::from(code as i32));
                 if let Some(metrics) = metrics {
-                    metrics.refused("too_large", 0);
+                    metrics.refused(reason, 0);
                 }
             }
             Ok(response)

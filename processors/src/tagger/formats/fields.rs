@@ -136,7 +136,7 @@ enum Rule {
     KubeObjectRef,
 }
 
-/// Ranks of the sources of an object's namespace and name, in the design's order.
+/// Ranks of the sources of an object's namespace and name, most specific first.
 const RANK_OWN_ATTRIBUTE: u8 = 0;
 const RANK_KIND_KEYED_OBJECT: u8 = 1;
 const RANK_NAME_KEYS: u8 = 2;
