@@ -3,6 +3,7 @@
 pub mod batch;
 pub mod debug;
 pub mod exporter;
+pub mod http_client;
 pub mod otlp;
 pub mod queue;
 pub mod tls;

@@ -1,0 +1,152 @@
+//! What every HTTP exporter shares: a client with the configured TLS, headers and
+//! timeout, and the reading of answers (retryable or not, `Retry-After`, a bounded
+//! body).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use opscope_processors::config::FieldError;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+
+use crate::exporter::ExportError;
+use crate::tls::{TlsClientConfig, install_crypto_provider};
+
+/// Builds a client; errors name the setting at fault (`headers.x`, `tls.ca_file`).
+pub fn build_client(
+    tls: &TlsClientConfig,
+    headers: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<reqwest::Client, FieldError> {
+    let mut default_headers = HeaderMap::new();
+    for (name, value) in headers {
+        let field = || FieldError::new(format!("headers.{name}"), "is not a valid HTTP header");
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| field())?;
+        default_headers.insert(name, HeaderValue::from_str(value).map_err(|_| field())?);
+    }
+    install_crypto_provider();
+    let mut builder = reqwest::Client::builder()
+        .default_headers(default_headers)
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .danger_accept_invalid_certs(tls.insecure_skip_verify);
+    let material = tls.load()?;
+    if let Some(ca) = material.ca {
+        let certs = reqwest::Certificate::from_pem_bundle(&ca)
+            .map_err(|e| FieldError::new("tls.ca_file", format!("invalid PEM: {e}")))?;
+        builder = builder.tls_certs_only(certs);
+    }
+    if let Some((cert, key)) = material.identity {
+        let pem = [cert, key].concat();
+        let identity = reqwest::Identity::from_pem(&pem)
+            .map_err(|e| FieldError::new("tls.cert_file", format!("invalid PEM: {e}")))?;
+        builder = builder.identity(identity);
+    }
+    builder
+        .build()
+        .map_err(|e| FieldError::new("tls", format!("cannot build the HTTP client: {e}")))
+}
+
+/// An answer read: its status, the delay it asked for, and its body (bounded).
+pub struct Answer {
+    pub status: reqwest::StatusCode,
+    pub retry_after: Option<Duration>,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub async fn read(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(parse_retry_after);
+        let body = read_capped(response).await;
+        Self {
+            status,
+            retry_after,
+            body,
+        }
+    }
+
+    /// `Ok` for a 2xx; otherwise the failure, retryable for 408, 429 and 5xx.
+    pub fn into_result(self) -> Result<Vec<u8>, ExportError> {
+        if self.status.is_success() {
+            return Ok(self.body);
+        }
+        let text = String::from_utf8_lossy(self.body.get(..512).unwrap_or(&self.body)).into_owned();
+        let reason = format!("HTTP {}: {text}", self.status);
+        if is_retryable(self.status.as_u16()) {
+            Err(ExportError::Retryable {
+                reason,
+                retry_after: self.retry_after,
+            })
+        } else {
+            Err(ExportError::permanent(reason))
+        }
+    }
+}
+
+/// A failure to send at all (connection refused, timed out) may pass later.
+pub fn send_failed(error: reqwest::Error) -> ExportError {
+    ExportError::retryable(format!("sending: {error}"))
+}
+
+/// Most of a response body opscope reads: a short answer or an error message.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// The body of a response, up to [`MAX_RESPONSE_BYTES`]; a body that breaks off is
+/// what arrived of it.
+async fn read_capped(mut response: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = MAX_RESPONSE_BYTES.saturating_sub(body.len());
+        body.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
+        if body.len() >= MAX_RESPONSE_BYTES {
+            break;
+        }
+    }
+    body
+}
+
+/// 408, 429 and 5xx may pass later; other answers will not change.
+fn is_retryable(code: u16) -> bool {
+    matches!(code, 408 | 429) || (500..600).contains(&code)
+}
+
+/// `Retry-After` as delay-seconds or as an HTTP date.
+fn parse_retry_after(value: &HeaderValue) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = httpdate::parse_http_date(text).ok()?;
+    Some(date.duration_since(SystemTime::now()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_in_seconds_and_as_date() {
+        let header = |s: &str| HeaderValue::from_str(s).expect("valid header");
+        assert_eq!(
+            parse_retry_after(&header("7")),
+            Some(Duration::from_secs(7))
+        );
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
+        let delay = parse_retry_after(&header(&later)).expect("date parses");
+        assert!(delay > Duration::from_secs(50) && delay <= Duration::from_secs(60));
+        assert_eq!(parse_retry_after(&header("soon")), None);
+    }
+
+    #[test]
+    fn retryable_status_codes() {
+        for code in [408, 429, 500, 502, 503, 504] {
+            assert!(is_retryable(code), "{code}");
+        }
+        for code in [400, 401, 403, 404, 413, 415] {
+            assert!(!is_retryable(code), "{code}");
+        }
+    }
+}
