@@ -319,9 +319,15 @@ impl Record<'_> {
         })
     }
 
+    /// The object's state, from an audit body or from an instrumented operator's
+    /// own `k8s.object.deletion_timestamp` / `finalizers` / `observed_generation`.
     fn state(&self) -> Option<ObjectState> {
         let attributes = self.attributes;
-        if get_str(attributes, OPSCOPE_RECORD) != Some(RECORD_OBJECT_STATE) {
+        let shows_state = get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_OBJECT_STATE)
+            || attributes.iter().any(|kv| {
+                [OBJECT_DELETION_TIMESTAMP, OBJECT_FINALIZERS, OBJECT_OBSERVED_GENERATION].contains(&kv.key.as_str())
+            });
+        if !shows_state {
             return None;
         }
         let finalizers = attributes
