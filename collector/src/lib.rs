@@ -3,6 +3,8 @@
 
 pub mod analyze;
 pub mod config;
+pub mod demo;
+pub mod exporters;
 pub mod extensions;
 pub mod pipeline;
 pub mod receivers;

@@ -34,6 +34,28 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// Run the agent with a simulated misbehaving operator fleet and print the
+    /// signals as they fire.
+    Demo {
+        /// Stop after this many seconds (default: run until Ctrl-C).
+        #[arg(long)]
+        duration: Option<u64>,
+        /// Where to serve the Prometheus endpoint.
+        #[arg(long, default_value = "127.0.0.1:8889")]
+        prometheus: String,
+        /// Also send traces and signal spans to this OTLP/gRPC endpoint (e.g. Jaeger's).
+        #[arg(long)]
+        otlp: Option<String>,
+        /// Also send signal events to this Loki (base URL).
+        #[arg(long)]
+        loki: Option<String>,
+        /// Also send the series to this Prometheus remote-write URL.
+        #[arg(long)]
+        prometheus_remote_write: Option<String>,
+        /// Also send alerts to this Alertmanager (base URL).
+        #[arg(long)]
+        alertmanager: Option<String>,
+    },
     /// Replay captured files (container logs, operator logs, audit logs, OTLP/JSON)
     /// through the tagger and correlator and report the signals.
     Analyze {
@@ -69,6 +91,23 @@ fn main() -> ExitCode {
             }
         },
         Command::Validate { config } => validate(&config),
+        Command::Demo {
+            duration,
+            prometheus,
+            otlp,
+            loki,
+            prometheus_remote_write,
+            alertmanager,
+        } => {
+            let backends = opscope::demo::Backends {
+                prometheus,
+                otlp,
+                loki,
+                remote_write: prometheus_remote_write,
+                alertmanager,
+            };
+            demo(duration, backends)
+        }
         Command::Analyze {
             format,
             at,
@@ -177,6 +216,40 @@ fn analysis_settings(config: Option<&Config>) -> (TaggerConfig, CorrelatorConfig
         }
     }
     (tagger, correlator)
+}
+
+fn demo(duration: Option<u64>, backends: opscope::demo::Backends) -> ExitCode {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+    let stop = async move {
+        match duration {
+            Some(seconds) => {
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs(seconds)) => {}
+                    () = shutdown_signal() => {}
+                }
+            }
+            None => shutdown_signal().await,
+        }
+    };
+    let result = tokio::runtime::Runtime::new()
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| {
+            runtime
+                .block_on(opscope::demo::run(backends, stop))
+                .map_err(|e| e.to_string())
+        });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("opscope demo: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn run(path: Option<PathBuf>) -> anyhow::Result<()> {

@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec};
+use crate::exporters::{Exporters, PipelineData};
 use crate::extensions::health_check::{self, Readiness};
 use crate::pipeline::{Consumer, Pipeline, SharedProcessors};
 use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
@@ -41,9 +42,15 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_receiving = CancellationToken::new();
     let stop_servers = CancellationToken::new();
 
+    let exporters = Exporters::build(&config)?;
     let stop_ticking = CancellationToken::new();
-    let (mut signals, correlators) =
-        SignalOutput::start(&config, &telemetry, stop_ticking.clone(), &abort_exports)?;
+    let (mut signals, correlators) = SignalOutput::start(
+        &config,
+        &telemetry,
+        stop_ticking.clone(),
+        &exporters,
+        &abort_exports,
+    )?;
 
     let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
     let mut pipelines = JoinSet::new();
@@ -53,6 +60,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
         config: &config,
         telemetry: &telemetry,
         shared: &shared,
+        exporters: &exporters,
         abort: &abort_exports,
         consumers: &mut consumers,
     };
@@ -173,6 +181,7 @@ struct PipelineBuilder<'a> {
     config: &'a Config,
     telemetry: &'a SelfTelemetry,
     shared: &'a SharedProcessors,
+    exporters: &'a Exporters,
     abort: &'a CancellationToken,
     consumers: &'a mut BTreeMap<String, Consumers>,
 }
@@ -180,7 +189,7 @@ struct PipelineBuilder<'a> {
 impl PipelineBuilder<'_> {
     /// Builds one pipeline of signal type `T` and registers its input with the
     /// consumers of the receivers it lists.
-    fn build<T: Telemetry>(
+    fn build<T: Telemetry + PipelineData>(
         &mut self,
         spec: &PipelineSpec<'_>,
         consumer_of: fn(&mut Consumers) -> &mut Consumer<T>,
@@ -192,17 +201,13 @@ impl PipelineBuilder<'_> {
             .iter()
             .filter_map(|id| config.processors.get(id).map(|p| (id.as_str(), p)))
             .collect();
-        let exporters: Vec<_> = spec
-            .config
-            .exporters
-            .iter()
-            .filter_map(|id| config.exporters.get(id).map(|e| (id.as_str(), e)))
-            .collect();
+        let exporters: Vec<&str> = spec.config.exporters.iter().map(String::as_str).collect();
         let (pipeline, input, queues): (Pipeline<T>, mpsc::Sender<T>, _) = Pipeline::build(
             spec.id,
             &processors,
             self.shared,
             &exporters,
+            self.exporters,
             self.telemetry,
             self.abort,
         )?;

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ProcessorConfig};
-use crate::pipeline::start_exporter;
+use crate::exporters::Exporters;
 use crate::self_telemetry::SelfTelemetry;
 
 /// Signal changes waiting for the consumer.
@@ -39,6 +39,7 @@ impl SignalOutput {
         config: &Config,
         telemetry: &Arc<SelfTelemetry>,
         stop_ticking: CancellationToken,
+        exporters: &Exporters,
         abort_exports: &CancellationToken,
     ) -> Result<(Self, BTreeMap<String, SharedCorrelator>), ConfigError> {
         let (sender, receiver) = mpsc::channel(SIGNAL_QUEUE);
@@ -64,10 +65,10 @@ impl SignalOutput {
         drop(sink);
         let mut outputs = Vec::new();
         let mut queues = Vec::new();
-        for (pipeline, name, exporter) in config.signal_exporters() {
+        for (pipeline, name) in config.signal_exporters() {
             let metrics = telemetry.signal_queue(name, pipeline);
             let (output, queue) =
-                start_exporter::<SignalBatch>(name, exporter, metrics, abort_exports.clone())?;
+                exporters.start::<SignalBatch>(name, metrics, abort_exports.clone())?;
             outputs.push(output);
             queues.push(queue);
         }

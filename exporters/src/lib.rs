@@ -1,10 +1,13 @@
 //! Exporters of opscope and the sending queue every exporter sits behind.
 
+pub mod alertmanager;
 pub mod batch;
 pub mod debug;
 pub mod exporter;
 pub mod http_client;
+pub mod loki;
 pub mod otlp;
+pub mod prometheus;
 pub mod queue;
 pub mod tls;
 

@@ -2,5 +2,8 @@
 //! crate is the one place that pins which OTLP crate provides it, so every other
 //! crate names `opscope_proto::otlp::...` and a version bump touches one file.
 
+pub mod loki;
+pub mod remote_write;
+
 pub use opentelemetry_proto::tonic as otlp;
 pub use prost;

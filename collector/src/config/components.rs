@@ -1,8 +1,11 @@
 //! The component types opscope knows, and how each section of the config is read
 //! into them: `type[/name]` keys, typed settings, and errors that name their path.
 
+use opscope_exporters::alertmanager::AlertmanagerConfig;
 use opscope_exporters::debug::DebugConfig;
+use opscope_exporters::loki::LokiConfig;
 use opscope_exporters::otlp::{OtlpExporterConfig, OtlpProtocol};
+use opscope_exporters::prometheus::{PrometheusConfig, RemoteWriteConfig};
 use opscope_processors::TelemetryKind;
 use opscope_processors::batch::BatchConfig;
 use opscope_processors::config::FieldError;
@@ -34,6 +37,10 @@ pub enum ExporterConfig {
     Otlp(OtlpExporterConfig),
     OtlpHttp(OtlpExporterConfig),
     Debug(DebugConfig),
+    Loki(LokiConfig),
+    Alertmanager(AlertmanagerConfig),
+    Prometheus(PrometheusConfig),
+    RemoteWrite(RemoteWriteConfig),
 }
 
 #[derive(Debug, Clone)]
@@ -61,9 +68,16 @@ impl ExporterConfig {
     /// Whether the exporter can take what a pipeline carries.
     pub fn carries(&self, carried: Carried) -> bool {
         match self {
-            Self::Otlp(_) | Self::OtlpHttp(_) | Self::Debug(_) => {
-                matches!(carried, Carried::Telemetry(_) | Carried::Signals)
-            }
+            Self::Otlp(_)
+            | Self::OtlpHttp(_)
+            | Self::Debug(_)
+            | Self::Prometheus(_)
+            | Self::RemoteWrite(_) => true,
+            Self::Loki(_) => matches!(
+                carried,
+                Carried::Telemetry(TelemetryKind::Logs) | Carried::Signals
+            ),
+            Self::Alertmanager(_) => carried == Carried::Signals,
         }
     }
 }
@@ -134,7 +148,15 @@ impl ProcessorConfig {
 }
 
 impl ExporterConfig {
-    pub const TYPES: &'static [&'static str] = &["otlp", "otlphttp", "debug"];
+    pub const TYPES: &'static [&'static str] = &[
+        "otlp",
+        "otlphttp",
+        "debug",
+        "loki",
+        "alertmanager",
+        "prometheus",
+        "prometheusremotewrite",
+    ];
 
     pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
         match kind {
@@ -152,6 +174,26 @@ impl ExporterConfig {
                 })
             }
             "debug" => Ok(Self::Debug(settings(value, path)?)),
+            "loki" => {
+                let config: LokiConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Loki(config))
+            }
+            "prometheus" => {
+                let config: PrometheusConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Prometheus(config))
+            }
+            "prometheusremotewrite" => {
+                let config: RemoteWriteConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::RemoteWrite(config))
+            }
+            "alertmanager" => {
+                let config: AlertmanagerConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Alertmanager(config))
+            }
             _ => Err(unknown("exporter", kind, Self::TYPES, path)),
         }
     }

@@ -224,7 +224,7 @@ impl Config {
 
     /// The service's pipelines with their signal types (after validation).
     /// The exporters of the `signals` pipelines, which carry the correlator's signals.
-    pub fn signal_exporters(&self) -> impl Iterator<Item = (&str, &str, &ExporterConfig)> {
+    pub fn signal_exporters(&self) -> impl Iterator<Item = (&str, &str)> {
         self.service
             .pipelines
             .iter()
@@ -233,7 +233,7 @@ impl Config {
                 pipeline
                     .exporters
                     .iter()
-                    .filter_map(move |e| Some((id.as_str(), e.as_str(), self.exporters.get(e)?)))
+                    .map(move |e| (id.as_str(), e.as_str()))
             })
     }
 

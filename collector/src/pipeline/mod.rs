@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 
 use std::time::Instant;
 
-use opscope_exporters::debug::DebugExporter;
-use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
-use opscope_exporters::{Batch, Exporter, QueueConfig, QueueSender, RetryConfig, SendingQueue};
+use opscope_exporters::{QueueSender, SendingQueue};
 use opscope_processors::batch::BatchProcessor;
 use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::resource::ResourceProcessor;
@@ -22,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use consumer::{Consumer, Refusal};
 
-use crate::config::{ConfigError, ExporterConfig, ProcessorConfig};
+use crate::config::{ConfigError, ProcessorConfig};
+use crate::exporters::{Exporters, PipelineData};
 use crate::self_telemetry::SelfTelemetry;
 
 /// Requests a pipeline holds between receivers and its processors.
@@ -72,14 +71,15 @@ struct FanOut<T> {
     outputs: Vec<(String, QueueSender<T>)>,
 }
 
-impl<T: Telemetry> Pipeline<T> {
+impl<T: Telemetry + PipelineData> Pipeline<T> {
     /// Builds the processors and starts the exporters' sending queues. Returns the
     /// pipeline, the sender receivers feed, and the running queues.
     pub fn build(
         id: &str,
         processors: &[(&str, &ProcessorConfig)],
         shared: &SharedProcessors,
-        exporters: &[(&str, &ExporterConfig)],
+        exporters: &[&str],
+        built: &Exporters,
         telemetry: &SelfTelemetry,
         abort: &CancellationToken,
     ) -> Result<(Self, mpsc::Sender<T>, Vec<SendingQueue>), ConfigError> {
@@ -91,9 +91,9 @@ impl<T: Telemetry> Pipeline<T> {
         );
         let mut outputs = Vec::new();
         let mut queues = Vec::new();
-        for (name, config) in exporters {
+        for name in exporters {
             let metrics = telemetry.exporter_queue(T::KIND, name, id);
-            let (sender, queue) = start_exporter::<T>(name, config, metrics, abort.clone())?;
+            let (sender, queue) = built.start::<T>(name, metrics, abort.clone())?;
             outputs.push((name.to_string(), sender));
             queues.push(queue);
         }
@@ -184,57 +184,5 @@ fn build_processor<T: Telemetry>(
                 .ok_or_else(not_started)?
                 .clone(),
         ),
-    })
-}
-
-/// Starts an exporter behind its sending queue.
-pub fn start_exporter<T: Batch>(
-    name: &str,
-    config: &ExporterConfig,
-    metrics: opscope_exporters::QueueMetrics,
-    abort: CancellationToken,
-) -> Result<(QueueSender<T>, SendingQueue), ConfigError>
-where
-    GrpcExporter: Exporter<T>,
-    HttpExporter: Exporter<T>,
-    DebugExporter: Exporter<T>,
-{
-    let at = |e: opscope_processors::config::FieldError| {
-        ConfigError::new(format!("exporters.{name}.{}", e.field), e.message)
-    };
-    Ok(match config {
-        ExporterConfig::Otlp(otlp) => {
-            let exporter = GrpcExporter::new(otlp).map_err(at)?;
-            SendingQueue::start(
-                name,
-                exporter,
-                &otlp.sending_queue,
-                &otlp.retry_on_failure,
-                metrics,
-                abort,
-            )
-        }
-        ExporterConfig::OtlpHttp(otlp) => {
-            let exporter = HttpExporter::new(otlp).map_err(at)?;
-            SendingQueue::start(
-                name,
-                exporter,
-                &otlp.sending_queue,
-                &otlp.retry_on_failure,
-                metrics,
-                abort,
-            )
-        }
-        ExporterConfig::Debug(debug) => {
-            let exporter = DebugExporter::new(name, debug);
-            SendingQueue::start(
-                name,
-                exporter,
-                &QueueConfig::default(),
-                &RetryConfig::default(),
-                metrics,
-                abort,
-            )
-        }
     })
 }

@@ -17,10 +17,16 @@ use std::net::TcpListener;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A loopback port that was free a moment ago (bound to port 0, then released).
+/// A loopback port that was free a moment ago. It is picked below the kernel's
+/// ephemeral range (32768 and up), where the outgoing connections of the tests
+/// running alongside cannot take it before the agent binds it.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
-    listener.local_addr().expect("local address").port()
+    use std::hash::{BuildHasher, RandomState};
+    let random = RandomState::new();
+    (0u64..)
+        .map(|attempt| 10_000 + (random.hash_one(attempt) % 20_000) as u16)
+        .find(|port| TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free loopback port between 10000 and 30000")
 }
 
 /// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.

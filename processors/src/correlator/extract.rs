@@ -325,7 +325,12 @@ impl Record<'_> {
         let attributes = self.attributes;
         let shows_state = get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_OBJECT_STATE)
             || attributes.iter().any(|kv| {
-                [OBJECT_DELETION_TIMESTAMP, OBJECT_FINALIZERS, OBJECT_OBSERVED_GENERATION].contains(&kv.key.as_str())
+                [
+                    OBJECT_DELETION_TIMESTAMP,
+                    OBJECT_FINALIZERS,
+                    OBJECT_OBSERVED_GENERATION,
+                ]
+                .contains(&kv.key.as_str())
             });
         if !shows_state {
             return None;

@@ -477,7 +477,9 @@ fn an_object_state_shows_finalizers_only_when_the_record_does() {
         .value(OBJECT_FINALIZERS, array_value(Vec::new()));
     let events = log_events([operators_own]);
     assert!(
-        events.iter().any(|e| matches!(e.kind, ObjectEventKind::State(_))),
+        events
+            .iter()
+            .any(|e| matches!(e.kind, ObjectEventKind::State(_))),
         "an operator's own k8s.object.finalizers shows the state too: {events:?}"
     );
 }

@@ -120,11 +120,13 @@ impl OperatorTagger {
                 traces.insert(&span.trace_id, context, span.start_time_unix_nano);
             }
         }
+        let conflicted = traces_with_conflicting_calls(request);
         for span in spans_mut(request) {
             if let Some(context) = traces.get(&span.trace_id) {
                 write_context(&mut span.attributes, context);
             }
-            tag_api_call(span);
+            let reported = conflicted.contains(span.trace_id.as_slice());
+            tag_api_call(span, reported);
         }
     }
 
@@ -318,10 +320,26 @@ fn write_span_outcome(span: &mut Span) {
     }
 }
 
-/// Client HTTP spans to the API server, and 409 messages in a span's status or events.
-fn tag_api_call(span: &mut Span) {
-    if let Some(call) = api_call_from_span(&span.attributes) {
-        write_api_call(&mut span.attributes, &call);
+/// Traces of the batch in which a client span reports a 409 itself.
+fn traces_with_conflicting_calls(request: &ExportTraceServiceRequest) -> HashSet<Vec<u8>> {
+    spans(request)
+        .filter(|span| {
+            api_call_from_span(&span.attributes).is_some_and(|call| call.code == Some(409))
+        })
+        .map(|span| span.trace_id.clone())
+        .collect()
+}
+
+/// Client HTTP spans to the API server, and 409 messages in a span's status or
+/// events. A span that only repeats the 409 of a client span of its trace (the
+/// reconcile failing with the conflict's text) is not a second conflict.
+fn tag_api_call(span: &mut Span, conflict_reported_in_trace: bool) {
+    let call = api_call_from_span(&span.attributes);
+    if let Some(call) = &call {
+        write_api_call(&mut span.attributes, call);
+    }
+    if call.is_none() && conflict_reported_in_trace {
+        return;
     }
     let status_message = span
         .status

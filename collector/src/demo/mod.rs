@@ -1,0 +1,234 @@
+//! `opscope demo`: the agent and a simulated misbehaving operator fleet that sends it
+//! real OTLP, so a newcomer sees signals fire within seconds.
+
+mod operator;
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use opscope_proto::otlp::collector::trace::v1::trace_service_client::TraceServiceClient;
+use tokio_util::sync::CancellationToken;
+
+pub use operator::{SimulatedFleet, TICK_MILLIS};
+
+use crate::config::{Config, ConfigErrors};
+use crate::service::{self, ServiceError};
+
+/// Where the demo serves its Prometheus endpoint, and the backends it can also
+/// export to, given on the command line.
+#[derive(Debug, Clone)]
+pub struct Backends {
+    /// `host:port` of the Prometheus scrape endpoint.
+    pub prometheus: String,
+    /// OTLP/gRPC endpoint, such as Jaeger's `http://localhost:4317`.
+    pub otlp: Option<String>,
+    /// Loki base URL, such as `http://localhost:3100`.
+    pub loki: Option<String>,
+    /// Prometheus remote-write URL, such as `http://localhost:9090/api/v1/write`.
+    pub remote_write: Option<String>,
+    /// Alertmanager base URL, such as `http://localhost:9093`.
+    pub alertmanager: Option<String>,
+}
+
+impl Default for Backends {
+    fn default() -> Self {
+        Self {
+            prometheus: "127.0.0.1:8889".into(),
+            otlp: None,
+            loki: None,
+            remote_write: None,
+            alertmanager: None,
+        }
+    }
+}
+
+impl Backends {
+    /// The optional exporters' config entries and the ids of those that carry
+    /// traces and those that carry signals.
+    fn exporters(&self) -> (String, Vec<&'static str>, Vec<&'static str>) {
+        let mut entries = String::new();
+        let mut traces = vec!["prometheus"];
+        let mut signals = vec!["debug", "prometheus"];
+        let optional = [
+            (
+                &self.otlp,
+                "otlp/backend",
+                "{ endpoint: \"URL\", tls: { insecure: true } }",
+                true,
+            ),
+            (&self.loki, "loki", "{ endpoint: \"URL\" }", false),
+            (
+                &self.remote_write,
+                "prometheusremotewrite",
+                "{ endpoint: \"URL\" }",
+                true,
+            ),
+            (
+                &self.alertmanager,
+                "alertmanager",
+                "{ endpoint: \"URL\", resend_interval: 10s }",
+                false,
+            ),
+        ];
+        for (url, id, settings, carries_traces) in optional {
+            if let Some(url) = url {
+                entries.push_str(&format!("  {id}: {}\n", settings.replace("URL", url)));
+                if carries_traces {
+                    traces.push(id);
+                }
+                signals.push(id);
+            }
+        }
+        (entries, traces, signals)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("demo config: {0}")]
+    Config(#[from] ConfigErrors),
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    #[error("no free port on 127.0.0.1: {0}")]
+    NoPort(std::io::Error),
+}
+
+/// The demo's config: the agent with the correlator on, signals printed, short
+/// thresholds so that a stuck finalizer shows within seconds.
+pub fn demo_config(grpc_port: u16, backends: &Backends) -> Result<Config, ConfigErrors> {
+    let (optional, traces, signals) = backends.exporters();
+    let (traces, signals) = (traces.join(", "), signals.join(", "));
+    let prometheus = &backends.prometheus;
+    let yaml = format!(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: "127.0.0.1:{grpc_port}" }}
+processors:
+  operator_tagger: {{}}
+  correlator:
+    finalizer_leak: {{ max_age: 10s }}
+    update_interval: 10s
+  batch: {{ timeout: 200ms }}
+exporters:
+  debug: {{ verbosity: basic }}
+  prometheus: {{ endpoint: "{prometheus}" }}
+{optional}service:
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [{traces}] }}
+    signals: {{ exporters: [{signals}] }}
+  telemetry:
+    logs: {{ level: warn }}
+    metrics: {{ address: "127.0.0.1:0" }}
+"#
+    );
+    Config::from_yaml(&yaml, &|name| std::env::var(name).ok())
+}
+
+/// Runs the agent and the fleet until `stop` completes.
+pub async fn run(backends: Backends, stop: impl Future<Output = ()>) -> Result<(), DemoError> {
+    let grpc_port = free_port().map_err(DemoError::NoPort)?;
+    let config = demo_config(grpc_port, &backends)?;
+    println!("{}", introduction(&backends));
+    let stop_fleet = CancellationToken::new();
+    let fleet = tokio::spawn(simulate(
+        format!("http://127.0.0.1:{grpc_port}"),
+        stop_fleet.clone(),
+    ));
+    let stopping = async {
+        stop.await;
+        stop_fleet.cancel();
+    };
+    let result = service::run(config, stopping).await;
+    stop_fleet.cancel();
+    let _ = fleet.await;
+    result.map_err(DemoError::from)
+}
+
+fn introduction(backends: &Backends) -> String {
+    let mut text = String::from(
+        "opscope demo: a simulated operator fleet sends OTLP traces to the agent.\n\
+         \x20 kuberay-operator  RayJob ml/train      writes time.Now() into status on every reconcile, no event filter\n\
+         \x20 widget-operator   Widget shop/calm     healthy, reconciles every 5 s\n\
+         \x20 widget-operator   Widget shop/shared   two replicas without leader election, both updating it (409s)\n\
+         \x20 widget-operator   Widget shop/stuck    deleted; its finalizer's cleanup keeps failing\n\
+         Signals are printed below as they fire, with the usual fix. Ctrl-C stops.\n",
+    );
+    text.push_str(&format!(
+        "Look at them in Prometheus form: curl -s http://{}/metrics | grep opscope_signal_active\n",
+        backends.prometheus
+    ));
+    for (backend, what) in [
+        (&backends.otlp, "traces and signal spans"),
+        (&backends.loki, "signal events"),
+        (&backends.remote_write, "series"),
+        (&backends.alertmanager, "alerts"),
+    ] {
+        if let Some(url) = backend {
+            text.push_str(&format!("Also sending {what} to {url}.\n"));
+        }
+    }
+    text
+}
+
+/// Sends the fleet's traces every tick until stopped; a refused or failed send is
+/// retried with the next tick's data, as an SDK would.
+async fn simulate(endpoint: String, stop: CancellationToken) {
+    let mut fleet = SimulatedFleet::new(unix_nanos());
+    let mut interval = tokio::time::interval(Duration::from_millis(TICK_MILLIS));
+    let mut client = None;
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let request = fleet.tick(unix_nanos());
+        if client.is_none() {
+            client = TraceServiceClient::connect(endpoint.clone()).await.ok();
+        }
+        if let Some(connected) = client.as_mut()
+            && connected.export(request).await.is_err()
+        {
+            client = None;
+        }
+    }
+}
+
+fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_config_is_valid_with_and_without_backends() {
+        assert!(demo_config(4317, &Backends::default()).is_ok());
+        let all = Backends {
+            otlp: Some("http://localhost:4317".into()),
+            loki: Some("http://localhost:3100".into()),
+            remote_write: Some("http://localhost:9090/api/v1/write".into()),
+            alertmanager: Some("http://localhost:9093".into()),
+            ..Backends::default()
+        };
+        let config = demo_config(4317, &all).expect("valid with every backend");
+        for id in [
+            "otlp/backend",
+            "loki",
+            "prometheusremotewrite",
+            "alertmanager",
+            "prometheus",
+        ] {
+            assert!(config.exporters.contains_key(id), "{id}");
+        }
+    }
+}

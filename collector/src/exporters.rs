@@ -1,0 +1,185 @@
+//! Every exporter the pipelines list, built once: pipelines that list the same
+//! exporter share it (one Prometheus endpoint, one set of firing alerts), each
+//! through a sending queue of its own.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use opscope_exporters::alertmanager::AlertmanagerExporter;
+use opscope_exporters::debug::DebugExporter;
+use opscope_exporters::loki::LokiExporter;
+use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
+use opscope_exporters::prometheus::{PrometheusExporter, RemoteWriteExporter};
+use opscope_exporters::{
+    Batch, QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue, SignalBatch,
+};
+use opscope_processors::config::FieldError;
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ConfigError, ExporterConfig};
+
+/// A built exporter of one of the known types.
+pub enum Built {
+    Otlp(Arc<GrpcExporter>),
+    OtlpHttp(Arc<HttpExporter>),
+    Debug(Arc<DebugExporter>),
+    Loki(Arc<LokiExporter>),
+    Alertmanager(Arc<AlertmanagerExporter>),
+    Prometheus(Arc<PrometheusExporter>),
+    RemoteWrite(Arc<RemoteWriteExporter>),
+}
+
+struct BuiltExporter {
+    exporter: Built,
+    queue: QueueConfig,
+    retry: RetryConfig,
+}
+
+pub struct Exporters(BTreeMap<String, BuiltExporter>);
+
+impl Exporters {
+    /// Builds the exporters that some pipeline lists (binding the endpoints of those
+    /// that serve one).
+    pub fn build(config: &Config) -> Result<Self, ConfigError> {
+        let mut built = BTreeMap::new();
+        let listed = config.service.pipelines.values().flat_map(|p| &p.exporters);
+        for name in listed {
+            if built.contains_key(name) {
+                continue;
+            }
+            let Some(exporter) = config.exporters.get(name) else {
+                continue;
+            };
+            let at = |e: FieldError| {
+                ConfigError::new(format!("exporters.{name}.{}", e.field), e.message)
+            };
+            built.insert(name.clone(), build(name, exporter).map_err(at)?);
+        }
+        Ok(Self(built))
+    }
+
+    /// Starts a sending queue of `name` for data of type `T`.
+    pub fn start<T: PipelineData>(
+        &self,
+        name: &str,
+        metrics: QueueMetrics,
+        abort: CancellationToken,
+    ) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
+        let missing = || ConfigError::new(format!("exporters.{name}"), "was not built");
+        let built = self.0.get(name).ok_or_else(missing)?;
+        let start = Start {
+            name,
+            queue: &built.queue,
+            retry: &built.retry,
+            metrics,
+            abort,
+        };
+        T::start(&built.exporter, start).ok_or_else(|| {
+            ConfigError::new(
+                format!("exporters.{name}"),
+                format!("cannot carry {}", T::item_name()),
+            )
+        })
+    }
+}
+
+fn build(name: &str, config: &ExporterConfig) -> Result<BuiltExporter, FieldError> {
+    let queued = |exporter, queue: &QueueConfig, retry: &RetryConfig| BuiltExporter {
+        exporter,
+        queue: queue.clone(),
+        retry: retry.clone(),
+    };
+    Ok(match config {
+        ExporterConfig::Otlp(otlp) => queued(
+            Built::Otlp(Arc::new(GrpcExporter::new(otlp)?)),
+            &otlp.sending_queue,
+            &otlp.retry_on_failure,
+        ),
+        ExporterConfig::OtlpHttp(otlp) => queued(
+            Built::OtlpHttp(Arc::new(HttpExporter::new(otlp)?)),
+            &otlp.sending_queue,
+            &otlp.retry_on_failure,
+        ),
+        ExporterConfig::Debug(debug) => queued(
+            Built::Debug(Arc::new(DebugExporter::new(name, debug))),
+            &QueueConfig::default(),
+            &RetryConfig::default(),
+        ),
+        ExporterConfig::Loki(loki) => queued(
+            Built::Loki(Arc::new(LokiExporter::new(name, loki)?)),
+            &loki.sending_queue,
+            &loki.retry_on_failure,
+        ),
+        // Serving a scrape endpoint cannot fail: the default queue suffices.
+        ExporterConfig::Prometheus(prometheus) => queued(
+            Built::Prometheus(Arc::new(PrometheusExporter::start(name, prometheus)?)),
+            &QueueConfig::default(),
+            &RetryConfig::default(),
+        ),
+        ExporterConfig::RemoteWrite(remote_write) => queued(
+            Built::RemoteWrite(Arc::new(RemoteWriteExporter::new(name, remote_write)?)),
+            &remote_write.sending_queue,
+            &remote_write.retry_on_failure,
+        ),
+        ExporterConfig::Alertmanager(alertmanager) => queued(
+            Built::Alertmanager(Arc::new(AlertmanagerExporter::new(name, alertmanager)?)),
+            &alertmanager.sending_queue,
+            &alertmanager.retry_on_failure,
+        ),
+    })
+}
+
+/// What starting a sending queue needs besides the exporter.
+pub struct Start<'a> {
+    name: &'a str,
+    queue: &'a QueueConfig,
+    retry: &'a RetryConfig,
+    metrics: QueueMetrics,
+    abort: CancellationToken,
+}
+
+impl Start<'_> {
+    fn queue<T: Batch, E: opscope_exporters::Exporter<T>>(
+        self,
+        exporter: &Arc<E>,
+    ) -> (QueueSender<T>, SendingQueue) {
+        SendingQueue::start(
+            self.name,
+            Arc::clone(exporter),
+            self.queue,
+            self.retry,
+            self.metrics,
+            self.abort,
+        )
+    }
+}
+
+/// The data of a pipeline, and which exporters carry it.
+pub trait PipelineData: Batch + Clone {
+    /// A sending queue to the exporter, or `None` if it cannot carry this data
+    /// (which config validation already refuses).
+    fn start(exporter: &Built, start: Start<'_>) -> Option<(QueueSender<Self>, SendingQueue)>;
+}
+
+/// Implements [`PipelineData`] for a data type and the exporters that carry it.
+macro_rules! carried_by {
+    ($data:ty: $($variant:ident),+) => {
+        impl PipelineData for $data {
+            fn start(exporter: &Built, start: Start<'_>) -> Option<(QueueSender<Self>, SendingQueue)> {
+                #[allow(unreachable_patterns)]
+                match exporter {
+                    $(Built::$variant(exporter) => Some(start.queue(exporter)),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+carried_by!(ExportTraceServiceRequest: Otlp, OtlpHttp, Debug, Prometheus, RemoteWrite);
+carried_by!(ExportLogsServiceRequest: Otlp, OtlpHttp, Debug, Loki, Prometheus, RemoteWrite);
+carried_by!(ExportMetricsServiceRequest: Otlp, OtlpHttp, Debug, Prometheus, RemoteWrite);
+carried_by!(SignalBatch: Otlp, OtlpHttp, Debug, Loki, Alertmanager, Prometheus, RemoteWrite);

@@ -1,0 +1,115 @@
+//! The `prometheusremotewrite` exporter: the series the pull endpoint would show,
+//! pushed with remote write 1.0. Each batch sends the series it touched (stale
+//! markers for the ones it removed), stamped with the send time; its changes are
+//! kept only once the receiver took them, so a retried batch counts once.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use opscope_processors::Telemetry;
+use opscope_processors::config::FieldError;
+use opscope_proto::prost::Message;
+use opscope_proto::remote_write::WriteRequest;
+use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
+use tokio::sync::Mutex;
+
+use super::config::RemoteWriteConfig;
+use super::state::{Changes, SeriesState};
+use super::write_request::write_request;
+use crate::batch::SignalBatch;
+use crate::exporter::{Delivery, ExportError, Exporter};
+use crate::http_client::{Answer, build_client, send_failed};
+
+const PROTOBUF: &str = "application/x-protobuf";
+const VERSION_HEADER: &str = "X-Prometheus-Remote-Write-Version";
+const AGENT: &str = concat!("opscope/", env!("CARGO_PKG_VERSION"));
+
+/// One per configured exporter, shared by every pipeline that lists it. Requests go
+/// out one at a time, in order, so that each series' samples arrive in time order.
+pub struct RemoteWriteExporter {
+    client: reqwest::Client,
+    url: String,
+    writer: Mutex<Writer>,
+}
+
+struct Writer {
+    series: SeriesState,
+    /// The timestamp of the last request, in ms; the next one is later.
+    last_timestamp: i64,
+}
+
+impl Writer {
+    fn next_timestamp(&mut self) -> i64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| {
+                i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+            });
+        self.last_timestamp = now.max(self.last_timestamp.saturating_add(1));
+        self.last_timestamp
+    }
+}
+
+impl RemoteWriteExporter {
+    pub fn new(name: &str, config: &RemoteWriteConfig) -> Result<Self, FieldError> {
+        config.validate()?;
+        Ok(Self {
+            client: build_client(&config.tls, &config.headers, config.timeout)?,
+            url: config.url()?.to_string(),
+            writer: Mutex::new(Writer {
+                series: SeriesState::new(name, config.limits(), &config.external_labels),
+                last_timestamp: 0,
+            }),
+        })
+    }
+
+    /// Resolves the batch against the state, sends the result, and keeps it once
+    /// the receiver has taken it.
+    async fn push(
+        &self,
+        changes_of: impl FnOnce(&SeriesState) -> Changes,
+    ) -> Result<Delivery, ExportError> {
+        let mut writer = self.writer.lock().await;
+        let now = Instant::now();
+        writer.series.expire(now);
+        let changes = changes_of(&writer.series);
+        let resolution = writer.series.resolve(&changes);
+        if !resolution.updates.is_empty() {
+            let timestamp = writer.next_timestamp();
+            self.send(&write_request(&resolution.updates, timestamp))
+                .await?;
+        }
+        writer.series.commit(changes, resolution, now);
+        Ok(Delivery::default())
+    }
+
+    async fn send(&self, request: &WriteRequest) -> Result<(), ExportError> {
+        let body = snap::raw::Encoder::new()
+            .compress_vec(&request.encode_to_vec())
+            .map_err(|e| ExportError::permanent(format!("snappy: {e}")))?;
+        let response = self
+            .client
+            .post(&self.url)
+            .header(CONTENT_ENCODING, "snappy")
+            .header(CONTENT_TYPE, PROTOBUF)
+            .header(VERSION_HEADER, "0.1.0")
+            .header(USER_AGENT, AGENT)
+            .body(body)
+            .send()
+            .await
+            .map_err(send_failed)?;
+        Answer::read(response).await.into_result().map(drop)
+    }
+}
+
+/// Metrics are converted; traces and logs feed the reconcile and write counts.
+impl<T: Telemetry> Exporter<T> for RemoteWriteExporter {
+    async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
+        self.push(|state| state.telemetry_changes(batch)).await
+    }
+}
+
+impl Exporter<SignalBatch> for RemoteWriteExporter {
+    async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
+        self.push(|state| state.signal_changes(batch)).await
+    }
+}
