@@ -27,7 +27,7 @@ fn validate_accepts_the_shipped_default_with_a_one_line_summary() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert!(
-        stdout.contains("valid; 1 receiver(s), 3 processor(s), 1 exporter(s), 4 pipeline(s)"),
+        stdout.contains("valid; 1 receiver(s), 3 processor(s), 2 exporter(s), 4 pipeline(s)"),
         "{stdout}"
     );
 }
@@ -81,4 +81,25 @@ fn version_is_printed() {
     let output = opscope(&["--version"]);
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("opscope "));
+}
+
+#[test]
+fn the_readme_example_config_is_valid() {
+    let readme = include_str!("../../README.md");
+    let start = readme
+        .find("```yaml\nreceivers:")
+        .expect("the README has a config example")
+        + "```yaml\n".len();
+    let length = readme[start..].find("```").expect("the example ends");
+    let file = config_file(&readme[start..start + length]);
+    let output = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["validate", "-c", &file.path().display().to_string()])
+        .env("LOKI_TOKEN", "token")
+        .output()
+        .expect("run opscope validate");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
