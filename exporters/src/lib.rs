@@ -9,6 +9,7 @@ pub mod loki;
 pub mod otlp;
 pub mod prometheus;
 pub mod queue;
+pub mod settings;
 pub mod tls;
 
 pub use batch::{Batch, SignalBatch};

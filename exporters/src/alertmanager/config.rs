@@ -9,6 +9,7 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::queue::{QueueConfig, RetryConfig};
+use crate::settings::SharedSettings;
 use crate::tls::TlsClientConfig;
 
 /// The path of Alertmanager's API that takes alerts, below its base URL.
@@ -53,22 +54,19 @@ fn default_timeout() -> Duration {
 impl AlertmanagerConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
         let urls = self.alerts_urls()?;
-        self.tls.validate()?;
-        if urls.iter().any(|url| url.starts_with("https://")) {
-            self.tls.load()?;
-        }
         if let Some(generator_url) = &self.generator_url {
             parse_http_url("generator_url", generator_url)?;
         }
         require_positive("resend_interval", self.resend_interval)?;
-        require_positive("timeout", self.timeout)?;
-        validate_headers(&self.headers)?;
-        self.sending_queue
-            .validate()
-            .map_err(|e| FieldError::new(format!("sending_queue.{}", e.field), e.message))?;
-        self.retry_on_failure
-            .validate()
-            .map_err(|e| FieldError::new(format!("retry_on_failure.{}", e.field), e.message))
+        SharedSettings {
+            tls: &self.tls,
+            https: urls.iter().any(|url| url.starts_with("https://")),
+            headers: &self.headers,
+            timeout: self.timeout,
+            sending_queue: &self.sending_queue,
+            retry_on_failure: &self.retry_on_failure,
+        }
+        .validate()
     }
 
     /// `<base URL>/api/v2/alerts` of every configured Alertmanager. A URL that
@@ -142,17 +140,6 @@ fn parse_http_url(field: &str, text: &str) -> Result<Url, FieldError> {
 fn require_positive(field: &str, value: Duration) -> Result<(), FieldError> {
     if value.is_zero() {
         return Err(FieldError::new(field, "must be greater than zero"));
-    }
-    Ok(())
-}
-
-fn validate_headers(headers: &BTreeMap<String, String>) -> Result<(), FieldError> {
-    for (name, value) in headers {
-        let field = format!("headers.{name}");
-        http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
-            .map_err(|_| FieldError::new(&field, "is not a valid header name"))?;
-        http::HeaderValue::from_str(value)
-            .map_err(|_| FieldError::new(&field, "value is not a valid header value"))?;
     }
     Ok(())
 }

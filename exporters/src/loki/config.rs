@@ -11,6 +11,7 @@ use url::Url;
 
 use super::labels::StreamLabel;
 use crate::queue::{QueueConfig, RetryConfig};
+use crate::settings::SharedSettings;
 use crate::tls::TlsClientConfig;
 
 /// Loki's push path, appended to an `endpoint` that does not end with it.
@@ -77,23 +78,19 @@ fn default_labels() -> Vec<StreamLabel> {
 impl LokiConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
         let push_url = self.push_url()?;
-        self.tls.validate()?;
-        if push_url.scheme() == "https" {
-            self.tls.load()?;
+        SharedSettings {
+            tls: &self.tls,
+            https: push_url.scheme() == "https",
+            headers: &self.headers,
+            timeout: self.timeout,
+            sending_queue: &self.sending_queue,
+            retry_on_failure: &self.retry_on_failure,
         }
-        if self.timeout.is_zero() {
-            return Err(FieldError::new("timeout", "must be greater than zero"));
-        }
+        .validate()?;
         self.validate_tenant()?;
         self.validate_auth()?;
         self.validate_headers()?;
-        self.validate_labels()?;
-        self.sending_queue
-            .validate()
-            .map_err(|e| FieldError::new(format!("sending_queue.{}", e.field), e.message))?;
-        self.retry_on_failure
-            .validate()
-            .map_err(|e| FieldError::new(format!("retry_on_failure.{}", e.field), e.message))
+        self.validate_labels()
     }
 
     /// The URL requests go to: `endpoint` with [`PUSH_PATH`] appended unless it
@@ -159,19 +156,20 @@ impl LokiConfig {
         Ok(())
     }
 
+    /// An `Authorization` header would be overwritten by `auth`.
     fn validate_headers(&self) -> Result<(), FieldError> {
-        for (name, value) in &self.headers {
-            let field = format!("headers.{name}");
-            http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
-                .map_err(|_| FieldError::new(&field, "is not a valid header name"))?;
-            http::HeaderValue::from_str(value)
-                .map_err(|_| FieldError::new(&field, "value is not a valid header value"))?;
-            let has_auth = self.auth.basic.is_some() || self.auth.bearer_token.is_some();
-            if has_auth && name.eq_ignore_ascii_case("authorization") {
-                return Err(FieldError::new(&field, "conflicts with auth"));
-            }
+        let has_auth = self.auth.basic.is_some() || self.auth.bearer_token.is_some();
+        match self
+            .headers
+            .keys()
+            .find(|name| name.eq_ignore_ascii_case("authorization"))
+        {
+            Some(name) if has_auth => Err(FieldError::new(
+                format!("headers.{name}"),
+                "conflicts with auth",
+            )),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     fn validate_labels(&self) -> Result<(), FieldError> {

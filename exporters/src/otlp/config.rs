@@ -9,6 +9,7 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::queue::{QueueConfig, RetryConfig};
+use crate::settings::SharedSettings;
 use crate::tls::TlsClientConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,15 +62,11 @@ pub struct Target {
 impl OtlpExporterConfig {
     pub fn validate(&self, protocol: OtlpProtocol) -> Result<(), FieldError> {
         let target = self.target(protocol)?;
-        self.tls.validate()?;
-        if target.tls {
-            if protocol == OtlpProtocol::Grpc && self.tls.insecure_skip_verify {
-                return Err(FieldError::new(
-                    "tls.insecure_skip_verify",
-                    "is not supported by the gRPC exporter; give the server's CA in tls.ca_file",
-                ));
-            }
-            self.tls.load()?;
+        if target.tls && protocol == OtlpProtocol::Grpc && self.tls.insecure_skip_verify {
+            return Err(FieldError::new(
+                "tls.insecure_skip_verify",
+                "is not supported by the gRPC exporter; give the server's CA in tls.ca_file",
+            ));
         }
         if protocol == OtlpProtocol::Http && self.compression == Compression::Zstd {
             return Err(FieldError::new(
@@ -77,22 +74,15 @@ impl OtlpExporterConfig {
                 "zstd is not supported by otlphttp; use gzip or none",
             ));
         }
-        if self.timeout.is_zero() {
-            return Err(FieldError::new("timeout", "must be greater than zero"));
+        SharedSettings {
+            tls: &self.tls,
+            https: target.tls,
+            headers: &self.headers,
+            timeout: self.timeout,
+            sending_queue: &self.sending_queue,
+            retry_on_failure: &self.retry_on_failure,
         }
-        for (name, value) in &self.headers {
-            let field = format!("headers.{name}");
-            http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
-                .map_err(|_| FieldError::new(&field, "is not a valid header name"))?;
-            http::HeaderValue::from_str(value)
-                .map_err(|_| FieldError::new(&field, "value is not a valid header value"))?;
-        }
-        self.sending_queue
-            .validate()
-            .map_err(|e| FieldError::new(format!("sending_queue.{}", e.field), e.message))?;
-        self.retry_on_failure
-            .validate()
-            .map_err(|e| FieldError::new(format!("retry_on_failure.{}", e.field), e.message))
+        .validate()
     }
 
     pub fn target(&self, protocol: OtlpProtocol) -> Result<Target, FieldError> {

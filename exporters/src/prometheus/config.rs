@@ -11,6 +11,7 @@ use url::Url;
 use super::names::is_valid_label_name;
 use super::store::SeriesLimits;
 use crate::queue::{QueueConfig, RetryConfig};
+use crate::settings::SharedSettings;
 use crate::tls::TlsClientConfig;
 
 fn default_endpoint() -> String {
@@ -110,27 +111,15 @@ pub struct RemoteWriteConfig {
 
 impl RemoteWriteConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
-        let https = self.url()?.scheme() == "https";
-        self.tls.validate()?;
-        if https {
-            self.tls.load()?;
+        SharedSettings {
+            tls: &self.tls,
+            https: self.url()?.scheme() == "https",
+            headers: &self.headers,
+            timeout: self.timeout,
+            sending_queue: &self.sending_queue,
+            retry_on_failure: &self.retry_on_failure,
         }
-        if self.timeout.is_zero() {
-            return Err(FieldError::new("timeout", "must be greater than zero"));
-        }
-        for (name, value) in &self.headers {
-            let field = format!("headers.{name}");
-            http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
-                .map_err(|_| FieldError::new(&field, "is not a valid header name"))?;
-            http::HeaderValue::from_str(value)
-                .map_err(|_| FieldError::new(&field, "value is not a valid header value"))?;
-        }
-        self.sending_queue
-            .validate()
-            .map_err(|e| FieldError::new(format!("sending_queue.{}", e.field), e.message))?;
-        self.retry_on_failure
-            .validate()
-            .map_err(|e| FieldError::new(format!("retry_on_failure.{}", e.field), e.message))?;
+        .validate()?;
         validate_labels("external_labels", &self.external_labels)?;
         validate_limits(self.metric_expiration, self.max_series)
     }
