@@ -126,8 +126,11 @@ fn gauge_events(metric: &Metric, operator: &OperatorRef, instance: &str, out: &m
             Some(number_data_point::Value::AsInt(v)) => v as f64,
             None => continue,
         };
-        // One series per work queue: controller-runtime labels them by controller.
-        let name = match get_str(&point.attributes, "name") {
+        // One series per work queue, labelled `name` by controller-runtime, or
+        // `controller` by newer versions.
+        let queue =
+            get_str(&point.attributes, "name").or_else(|| get_str(&point.attributes, "controller"));
+        let name = match queue {
             Some(queue) if metric.name == "workqueue_depth" => {
                 format!("workqueue_depth{{{queue}}}")
             }
