@@ -1,9 +1,10 @@
 //! `opscope demo` smoke test: within its run the loop, conflict and finalizer leak of
 //! the simulated fleet have fired, and it stops cleanly.
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use opscope_testkit::backend::free_port;
 
 #[test]
 fn the_demo_shows_each_misbehaviour_within_seconds() {
@@ -40,12 +41,4 @@ fn the_demo_shows_each_misbehaviour_within_seconds() {
         "the healthy controller raises nothing: {signals:#?}"
     );
     assert!(stdout.contains("hint:"), "signals come with their hint");
-}
-
-/// A free port below the kernel's ephemeral range, where outgoing connections of
-/// other tests cannot take it first.
-fn free_port() -> u16 {
-    (20_000..30_000)
-        .find(|port| TcpListener::bind(("127.0.0.1", *port)).is_ok())
-        .expect("a free loopback port")
 }

@@ -5,16 +5,10 @@
 //! Tests that need `prometheus` or `promtool` are skipped with a printed reason when
 //! the binary is absent, unless `OPSCOPE_REQUIRE_BACKENDS=1`, which makes them fail.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::io::Write as _;
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use opscope_exporters::prometheus::{
     PrometheusConfig, PrometheusExporter, RemoteWriteConfig, RemoteWriteExporter,
@@ -37,6 +31,11 @@ use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use opscope_proto::prost::Message;
 use opscope_proto::remote_write::WriteRequest;
+use opscope_testkit::backend::http_client;
+use opscope_testkit::prometheus::{
+    PrometheusServer, one_with, prometheus_or_skip, promtool_check, promtool_or_skip,
+};
+use opscope_testkit::recording::RecordingServer;
 
 // ---------------------------------------------------------------------------------
 // The scenario: what a misbehaving widget operator sends, already tagged.
@@ -252,18 +251,10 @@ where
 }
 
 // ---------------------------------------------------------------------------------
-// Helpers: HTTP, installed binaries, child processes.
-
-fn client() -> reqwest::Client {
-    opscope_exporters::tls::install_crypto_provider();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("a plain HTTP client")
-}
+// The scrape endpoint.
 
 async fn scrape(address: SocketAddr, accept: Option<&str>) -> (String, String) {
-    let mut request = client().get(format!("http://{address}/metrics"));
+    let mut request = http_client().get(format!("http://{address}/metrics"));
     if let Some(accept) = accept {
         request = request.header("Accept", accept);
     }
@@ -277,77 +268,6 @@ async fn scrape(address: SocketAddr, accept: Option<&str>) -> (String, String) {
         .to_string();
     (content_type, response.text().await.expect("a text body"))
 }
-
-fn backends_required() -> bool {
-    std::env::var("OPSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| v == "1")
-}
-
-/// The installed binary, or `None` (with the reason printed) when the test may skip.
-fn installed(binary: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .map(|dir| dir.join(binary))
-        .find(|candidate| candidate.is_file());
-    if found.is_none() {
-        assert!(
-            !backends_required(),
-            "{binary} is not installed and OPSCOPE_REQUIRE_BACKENDS=1"
-        );
-        eprintln!("skipping: {binary} is not installed (apt-get install prometheus)");
-    }
-    found
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free loopback port")
-}
-
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("{prefix}-{}-{}", std::process::id(), now_nanos()));
-        std::fs::create_dir_all(&path).expect("a temporary directory");
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `promtool check metrics` on an exposition: its verdict and what it said.
-fn promtool_check(promtool: &Path, exposition: &str) -> (bool, String) {
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool starts");
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(exposition.as_bytes())
-            .expect("promtool reads stdin");
-    }
-    let output = child.wait_with_output().expect("promtool finishes");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), said)
-}
-
-// ---------------------------------------------------------------------------------
-// The scrape endpoint.
 
 fn pull_config(endpoint: &str) -> PrometheusConfig {
     PrometheusConfig {
@@ -406,7 +326,7 @@ async fn scrape_serves_text_and_openmetrics_over_a_socket() {
     let exemplar = format!(r#" # {{reconcile_id="r3",trace_id="{TRACE_ID}"}} 0.3"#);
     assert!(open_metrics.contains(&exemplar), "{open_metrics}");
 
-    if let Some(promtool) = installed("promtool") {
+    if let Some(promtool) = promtool_or_skip() {
         let (clean, said) = promtool_check(&promtool, &text);
         assert!(clean, "promtool check metrics: {said}\n{text}");
         println!("promtool check metrics: clean ({} lines)", lines.len());
@@ -451,7 +371,7 @@ async fn the_endpoint_is_named_when_it_cannot_be_bound_and_stops_on_drop() {
     drop(exporter);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let refused = client()
+        let refused = http_client()
             .get(format!("http://{address}/metrics"))
             .send()
             .await
@@ -472,51 +392,22 @@ struct Recorded {
     request: WriteRequest,
 }
 
-#[derive(Default)]
-struct Recorder {
-    requests: Mutex<Vec<Recorded>>,
-    /// Statuses to answer, in order; 204 once they run out.
-    answers: Mutex<VecDeque<StatusCode>>,
-}
-
-async fn receive(
-    State(recorder): State<Arc<Recorder>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> StatusCode {
-    let Ok(raw) = snap::raw::Decoder::new().decompress_vec(&body) else {
-        return StatusCode::UNSUPPORTED_MEDIA_TYPE;
+/// The remote-write requests a receiver got, decoded: snappy block, then protobuf.
+fn written(receiver: &RecordingServer) -> Vec<Recorded> {
+    let decode = |body: &[u8]| {
+        let raw = snap::raw::Decoder::new()
+            .decompress_vec(body)
+            .expect("a snappy block");
+        WriteRequest::decode(raw.as_slice()).expect("a WriteRequest")
     };
-    let Ok(request) = WriteRequest::decode(raw.as_slice()) else {
-        return StatusCode::BAD_REQUEST;
-    };
-    let answer = recorder
-        .answers
-        .lock()
-        .map(|mut answers| answers.pop_front())
-        .ok()
-        .flatten()
-        .unwrap_or(StatusCode::NO_CONTENT);
-    if let Ok(mut requests) = recorder.requests.lock() {
-        requests.push(Recorded { headers, request });
-    }
-    answer
-}
-
-async fn recording_receiver(answers: &[StatusCode]) -> (Arc<Recorder>, SocketAddr) {
-    let recorder = Arc::new(Recorder {
-        answers: Mutex::new(answers.iter().copied().collect()),
-        ..Recorder::default()
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a port");
-    let address = listener.local_addr().expect("bound");
-    let router = axum::Router::new()
-        .route("/api/v1/write", axum::routing::post(receive))
-        .with_state(Arc::clone(&recorder));
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    (recorder, address)
+    receiver
+        .requests()
+        .into_iter()
+        .map(|recorded| Recorded {
+            request: decode(&recorded.body),
+            headers: recorded.headers,
+        })
+        .collect()
 }
 
 fn push_config(endpoint: String) -> RemoteWriteConfig {
@@ -547,10 +438,10 @@ fn sent(request: &WriteRequest, name: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn remote_write_sends_sorted_series_with_the_protocol_headers() {
-    let (recorder, address) = recording_receiver(&[]).await;
+    let receiver = RecordingServer::start(&[]).await;
     let exporter = RemoteWriteExporter::new(
         "prometheusremotewrite",
-        &push_config(format!("http://{address}/api/v1/write")),
+        &push_config(format!("{}/api/v1/write", receiver.base_url())),
     )
     .expect("valid");
     feed(&exporter).await;
@@ -561,7 +452,7 @@ async fn remote_write_sends_sorted_series_with_the_protocol_headers() {
             .is_ok()
     );
 
-    let requests = recorder.requests.lock().expect("recorded");
+    let requests = written(&receiver);
     assert_eq!(requests.len(), 5);
     let mut last_timestamp = 0;
     for Recorded { headers, request } in requests.iter() {
@@ -627,10 +518,10 @@ async fn a_retried_batch_counts_once_and_a_refused_one_is_permanent() {
         StatusCode::NO_CONTENT,
         StatusCode::BAD_REQUEST,
     ];
-    let (recorder, address) = recording_receiver(&answers).await;
+    let receiver = RecordingServer::start(&answers).await;
     let exporter = RemoteWriteExporter::new(
         "prometheusremotewrite",
-        &push_config(format!("http://{address}/api/v1/write")),
+        &push_config(format!("{}/api/v1/write", receiver.base_url())),
     )
     .expect("valid");
     let batch = reconcile_logs(&["r0", "r1"]);
@@ -647,7 +538,7 @@ async fn a_retried_batch_counts_once_and_a_refused_one_is_permanent() {
     );
     assert!(exporter.export(&reconcile_logs(&["r3"])).await.is_ok());
 
-    let requests = recorder.requests.lock().expect("recorded");
+    let requests = written(&receiver);
     let counts: Vec<_> = requests
         .iter()
         .map(|r| sent(&r.request, "opscope_reconcile_total"))
@@ -658,168 +549,6 @@ async fn a_retried_batch_counts_once_and_a_refused_one_is_permanent() {
 
 // ---------------------------------------------------------------------------------
 // A real Prometheus: it scrapes the endpoint and receives the remote write.
-
-/// A series an instant query returned: its labels and value.
-type QueriedSeries = (BTreeMap<String, String>, f64);
-
-/// A Prometheus server on a free loopback port, killed on drop.
-struct PrometheusServer {
-    child: Child,
-    port: u16,
-    dir: TempDir,
-}
-
-impl PrometheusServer {
-    fn start(binary: &Path, scrape_target: SocketAddr) -> Self {
-        let dir = TempDir::new("opscope-prometheus");
-        let port = free_port();
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: opscope\n    honor_labels: true\n    \
-             static_configs:\n      - targets: ['{scrape_target}']\n"
-        );
-        let config_path = dir.0.join("prometheus.yml");
-        std::fs::write(&config_path, config).expect("config written");
-        let log = std::fs::File::create(dir.0.join("prometheus.log")).expect("log file");
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.0.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--web.enable-remote-write-receiver")
-            .arg("--enable-feature=exemplar-storage")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("prometheus starts");
-        Self { child, port, dir }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.0.join("prometheus.log")).unwrap_or_default();
-        let lines: Vec<_> = log.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-
-    async fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ready = client().get(self.url("/-/ready")).send().await;
-            if ready.is_ok_and(|r| r.status().is_success()) {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("prometheus exited ({status}):\n{}", self.log_tail());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "prometheus not ready:\n{}",
-                self.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// The series an instant query returns: labels and value.
-    async fn query(&self, promql: &str) -> Vec<QueriedSeries> {
-        let body = self.get_json("/api/v1/query", &[("query", promql)]).await;
-        let results = body["data"]["result"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        results
-            .iter()
-            .map(|result| {
-                let labels = result["metric"]
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let value = result["value"][1]
-                    .as_str()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(f64::NAN);
-                (labels, value)
-            })
-            .collect()
-    }
-
-    /// The exemplars Prometheus stored for a series selector in the last minutes.
-    async fn exemplars(&self, selector: &str) -> String {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let (start, end) = ((now - 600).to_string(), (now + 60).to_string());
-        let params = [("query", selector), ("start", &start), ("end", &end)];
-        self.get_json("/api/v1/query_exemplars", &params)
-            .await
-            .to_string()
-    }
-
-    /// A GET of the HTTP API with query parameters; `null` when it fails.
-    async fn get_json(&self, path: &str, params: &[(&str, &str)]) -> serde_json::Value {
-        let Ok(url) = url::Url::parse_with_params(&self.url(path), params) else {
-            return serde_json::Value::Null;
-        };
-        let Ok(response) = client().get(url).send().await else {
-            return serde_json::Value::Null;
-        };
-        let body = response.text().await.unwrap_or_default();
-        serde_json::from_str(&body).unwrap_or_default()
-    }
-
-    /// Waits until `check` holds for the query's answer; fails with what was seen.
-    async fn eventually(
-        &self,
-        promql: &str,
-        check: impl Fn(&[QueriedSeries]) -> bool,
-    ) -> Vec<QueriedSeries> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let answer = self.query(promql).await;
-            if check(&answer) {
-                return answer;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{promql} never matched; last answer {answer:?}\n{}",
-                self.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
-}
-
-impl Drop for PrometheusServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn one_with(
-    value: f64,
-    labels: &'static [(&'static str, &'static str)],
-) -> impl Fn(&[QueriedSeries]) -> bool {
-    move |answer| {
-        answer.len() == 1
-            && answer.iter().all(|(series, v)| {
-                *v == value
-                    && labels
-                        .iter()
-                        .all(|(name, want)| series.get(*name).map(String::as_str) == Some(*want))
-            })
-    }
-}
 
 const SIGNAL_LABELS: &[(&str, &str)] = &[
     ("signal", "reconcile_loop"),
@@ -834,14 +563,13 @@ const SIGNAL_LABELS: &[(&str, &str)] = &[
 
 #[tokio::test]
 async fn real_prometheus_scrapes_and_receives_the_same_series() {
-    let Some(binary) = installed("prometheus") else {
+    let Some(binary) = prometheus_or_skip() else {
         return;
     };
     let started = Instant::now();
     let pull =
         PrometheusExporter::start("prometheus", &pull_config("127.0.0.1:0")).expect("starts");
-    let mut server = PrometheusServer::start(&binary, pull.local_addr());
-    server.wait_ready().await;
+    let server = PrometheusServer::start(&binary, pull.local_addr()).await;
     let push = RemoteWriteExporter::new(
         "prometheusremotewrite",
         &push_config(server.url("/api/v1/write")),

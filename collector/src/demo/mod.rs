@@ -202,8 +202,20 @@ fn unix_nanos() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// A free port for the agent's OTLP receiver, below the kernel's ephemeral range
+/// (32768 and up), so that no outgoing connection takes it before the agent binds it.
 fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    use std::hash::{BuildHasher, RandomState};
+    let random = RandomState::new();
+    (0u64..200)
+        .map(|attempt| 10_000 + (random.hash_one(attempt) % 20_000) as u16)
+        .find(|port| TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "no free port in 10000..30000",
+            )
+        })
 }
 
 #[cfg(test)]

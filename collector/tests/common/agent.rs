@@ -1,4 +1,5 @@
-//! `Opscope`: the agent binary run as a child process on a temporary config, killed on drop.
+//! `Opscope`: the agent binary (`run` on a temporary config, or `demo`) run as a child process, killed on drop.
+use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -29,12 +30,23 @@ impl Opscope {
         let dir = tempfile::tempdir().expect("create a temp dir");
         let config_path = dir.path().join("opscope.yaml");
         fs::write(&config_path, config).expect("write the config");
+        let args = [OsStr::new("run"), OsStr::new("-c"), config_path.as_os_str()];
+        Self::spawn_in(dir, args)
+    }
+
+    /// Starts `opscope demo` with `args` (such as `--duration 30`).
+    pub fn spawn_demo(args: &[String]) -> Self {
+        let dir = tempfile::tempdir().expect("create a temp dir");
+        let args = std::iter::once("demo").chain(args.iter().map(String::as_str));
+        Self::spawn_in(dir, args)
+    }
+
+    /// Runs the binary with `args`, its output to files in `dir`.
+    fn spawn_in(dir: TempDir, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Self {
         let output =
             |name: &str| File::create(dir.path().join(name)).expect("create an output file");
         let child = Command::new(env!("CARGO_BIN_EXE_opscope"))
-            .arg("run")
-            .arg("-c")
-            .arg(&config_path)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(output("stdout.log"))
             .stderr(output("stderr.log"))

@@ -13,21 +13,11 @@ pub use http::{HttpResponse, http_get, http_post};
 #[allow(unused_imports)]
 pub use sink::{Behaviour, OtlpSink, Received};
 
-use std::net::TcpListener;
+#[allow(unused_imports)]
+pub use opscope_testkit::backend::free_port;
+
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// A loopback port that was free a moment ago. It is picked below the kernel's
-/// ephemeral range (32768 and up), where the outgoing connections of the tests
-/// running alongside cannot take it before the agent binds it.
-pub fn free_port() -> u16 {
-    use std::hash::{BuildHasher, RandomState};
-    let random = RandomState::new();
-    (0u64..)
-        .map(|attempt| 10_000 + (random.hash_one(attempt) % 20_000) as u16)
-        .find(|port| TcpListener::bind(("127.0.0.1", *port)).is_ok())
-        .expect("a free loopback port between 10000 and 30000")
-}
 
 /// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {

@@ -1,6 +1,7 @@
 //! Signal changes as Loki entries: one per change, on a stream with the configured
 //! labels plus `signal`, the signal as JSON for the line, its ids as structured metadata.
 
+use opscope_processors::correlator::signal::evidence_reference;
 use opscope_processors::correlator::{Severity, Signal};
 use opscope_proto::loki::{EntryAdapter, PushRequest};
 
@@ -42,8 +43,8 @@ fn signal_entry(signal: &Signal, fallback_time: u64) -> EntryAdapter {
             ("signal_id", signal.id.clone()),
             ("k8s_object", signal.object.display()),
             ("controller", signal.controller.clone()),
-            ("reconcile_id", evidence_ids(&signal.evidence, "reconcile ")),
-            ("trace_id", evidence_ids(&signal.evidence, "trace ")),
+            ("reconcile_id", evidence_ids(&signal.evidence, "reconcile")),
+            ("trace_id", evidence_ids(&signal.evidence, "trace")),
         ]),
     }
 }
@@ -57,11 +58,10 @@ fn level_of(severity: Severity) -> &'static str {
 
 /// The ids of the evidence references of one kind (`reconcile <id>`,
 /// `trace <id> span <id>`), comma-separated.
-fn evidence_ids(evidence: &[String], prefix: &str) -> String {
+fn evidence_ids(evidence: &[String], key: &str) -> String {
     let ids: Vec<&str> = evidence
         .iter()
-        .filter_map(|reference| reference.strip_prefix(prefix))
-        .map(|rest| rest.split_once(' ').map_or(rest, |(id, _)| id))
+        .filter_map(|reference| evidence_reference(reference, key))
         .collect();
     ids.join(",")
 }

@@ -2,6 +2,7 @@
 //! evidence spans (so a trace UI such as Jaeger leads from the signal to the
 //! offending reconciles) and a log record whose body is the signal as JSON.
 
+use opscope_processors::correlator::signal::evidence_reference;
 use opscope_processors::correlator::{Severity, Signal, SignalState};
 use opscope_processors::tagger::status_digest::fnv1a;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
@@ -143,8 +144,8 @@ fn attributes(signal: &Signal) -> Vec<KeyValue> {
 
 /// A link to the span an evidence reference names (`trace <32 hex> span <16 hex>`).
 fn evidence_link(evidence: &str) -> Option<Link> {
-    let rest = evidence.strip_prefix("trace ")?;
-    let (trace, span) = rest.split_once(" span ")?;
+    let trace = evidence_reference(evidence, "trace")?;
+    let span = evidence_reference(evidence, "span")?;
     Some(Link {
         trace_id: decode_hex(trace).filter(|id| id.len() == 16)?,
         span_id: decode_hex(span).filter(|id| id.len() == 8)?,

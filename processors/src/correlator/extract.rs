@@ -237,17 +237,24 @@ impl Record<'_> {
         }
     }
 
+    /// Where the record is (`path:line`, or `trace <id> span <id>`), and the
+    /// reconcile it belongs to (`reconcile <id>`); see [`evidence_reference`].
+    ///
+    /// [`evidence_reference`]: crate::correlator::signal::evidence_reference
     fn evidence(&self) -> Option<String> {
-        if let Some(source) = get_str(self.attributes, LOG_SOURCE) {
-            return Some(source.to_string());
-        }
-        if is_id(self.trace_id) {
-            return Some(match is_id(self.span_id) {
-                true => format!("trace {} span {}", hex(self.trace_id), hex(self.span_id)),
-                false => format!("trace {}", hex(self.trace_id)),
+        let location = get_str(self.attributes, LOG_SOURCE)
+            .map(str::to_string)
+            .or_else(|| {
+                is_id(self.trace_id).then(|| match is_id(self.span_id) {
+                    true => format!("trace {} span {}", hex(self.trace_id), hex(self.span_id)),
+                    false => format!("trace {}", hex(self.trace_id)),
+                })
             });
+        let reconcile = get_str(self.attributes, RECONCILE_ID).map(|id| format!("reconcile {id}"));
+        match (location, reconcile) {
+            (Some(location), Some(reconcile)) => Some(format!("{location} {reconcile}")),
+            (location, reconcile) => location.or(reconcile),
         }
-        get_str(self.attributes, RECONCILE_ID).map(|id| format!("reconcile {id}"))
     }
 
     fn reconcile(&self, reconcile_id: &str) -> Reconcile {

@@ -164,7 +164,9 @@ fn a_reconcile_root_span_is_a_reconcile_with_its_start_and_duration() {
             outcome: Outcome::Ok,
             generation: Some(3),
         }),
-        evidence: Some(format!("trace {TRACE_1} span 0101010101010101")),
+        evidence: Some(format!(
+            "trace {TRACE_1} span 0101010101010101 reconcile {RECONCILE_1}"
+        )),
     };
     assert_eq!(only(span_events([root])), expected);
 }
@@ -363,7 +365,7 @@ fn an_api_call_span_in_a_reconcile_is_news_of_it_and_a_write_on_its_target() {
     );
     assert_eq!(
         write.evidence.as_deref(),
-        Some(format!("trace {TRACE_1} span 0202020202020202").as_str())
+        Some(format!("trace {TRACE_1} span 0202020202020202 reconcile {RECONCILE_1}").as_str())
     );
 }
 
@@ -539,7 +541,7 @@ fn the_operator_is_the_api_actor_when_the_record_names_one() {
 }
 
 #[test]
-fn evidence_is_the_log_source_else_the_trace_else_the_reconcile_id() {
+fn evidence_is_the_log_source_else_the_trace_and_the_reconcile_id() {
     let record = || {
         log("Reconcile successful")
             .attrs(RAYJOB_TRAIN)
@@ -548,11 +550,11 @@ fn evidence_is_the_log_source_else_the_trace_else_the_reconcile_id() {
     let evidence = |record: LogBuilder| only(log_events([record])).evidence;
     assert_eq!(
         evidence(record().trace(1).attr(LOG_SOURCE, "manager/0.log:42")),
-        Some("manager/0.log:42".into())
+        Some(format!("manager/0.log:42 reconcile {RECONCILE_1}"))
     );
     assert_eq!(
         evidence(record().trace(1)),
-        Some(format!("trace {TRACE_1}"))
+        Some(format!("trace {TRACE_1} reconcile {RECONCILE_1}"))
     );
     assert_eq!(
         evidence(record().trace(0)),
@@ -759,7 +761,10 @@ fn otel_bridge_logs_tagged_then_extracted_give_the_reconciles_and_the_conflict()
     assert!(events.iter().all(|e| e.object.key() == rayjob().key()));
     assert_eq!(
         events[0].evidence.as_deref(),
-        Some("trace 5b8efff798038103d269b633813fc60c span eee19b7ec3c1b174")
+        Some(
+            "trace 5b8efff798038103d269b633813fc60c span eee19b7ec3c1b174 \
+             reconcile 1f6e8a52-3c4d-4b7e-9a0f-5d2c8b1e7a36"
+        )
     );
 }
 

@@ -138,6 +138,18 @@ impl Signal {
     }
 }
 
+/// The id that follows `key` (`trace`, `span`, `reconcile`) in an evidence
+/// reference such as `trace 5b8e… span eee1… reconcile 7f2c…`.
+pub fn evidence_reference<'a>(evidence: &'a str, key: &str) -> Option<&'a str> {
+    let mut words = evidence.split_whitespace();
+    while let Some(word) = words.next() {
+        if word == key {
+            return words.next();
+        }
+    }
+    None
+}
+
 /// A figure as people read it: whole numbers without decimals.
 pub fn format_figure(value: f64) -> String {
     if value.fract() == 0.0 && value.abs() < 1e15 {

@@ -1,0 +1,89 @@
+//! A real Alertmanager on a free loopback port, clustering off, routing every alert to
+//! a receiver that notifies no one: a test sends it alerts and reads back what it lists.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::backend::{
+    ServerProcess, free_port, http_client, installed_or_skip, poll_until, temp_dir,
+};
+
+/// Debian's name for the binary, then upstream's.
+const BINARIES: [&str; 2] = ["prometheus-alertmanager", "alertmanager"];
+const CONFIG: &str = "route:\n  receiver: \"null\"\nreceivers:\n  - name: \"null\"\n";
+
+/// The Alertmanager binary, or `None` (with the reason printed) when the test may skip.
+pub fn alertmanager_or_skip() -> Option<PathBuf> {
+    installed_or_skip(&BINARIES, "prometheus-alertmanager")
+}
+
+/// An Alertmanager on a free loopback port, killed on drop.
+pub struct Alertmanager {
+    process: ServerProcess,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Alertmanager {
+    /// Starts Alertmanager and waits until it is ready.
+    pub async fn start(binary: &Path) -> Self {
+        let dir = temp_dir("opscope-alertmanager");
+        let config = dir.path().join("alertmanager.yml");
+        std::fs::write(&config, CONFIG).expect("write config");
+        let port = free_port();
+        let mut command = Command::new(binary);
+        command
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=");
+        let url = format!("http://127.0.0.1:{port}");
+        let process = ServerProcess::start("alertmanager", command, url.clone(), dir).await;
+        Self {
+            process,
+            url,
+            http: http_client(),
+        }
+    }
+
+    /// The base URL, as the alertmanager exporter's `endpoint`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The active alerts Alertmanager lists with the given `alertname`.
+    pub async fn active_alerts(&self, alertname: &str) -> Vec<Value> {
+        let url = self.process.url("/api/v2/alerts?active=true");
+        let answer = self.http.get(url).send().await.expect("GET /api/v2/alerts");
+        let body = answer.bytes().await.expect("alerts body");
+        let alerts: Vec<Value> = serde_json::from_slice(&body).expect("alerts JSON");
+        alerts
+            .into_iter()
+            .filter(|alert| alert["labels"]["alertname"] == alertname)
+            .filter(|alert| alert["status"]["state"] == "active")
+            .collect()
+    }
+
+    /// Waits until the active alerts named `alertname` satisfy `expected`; returns them.
+    pub async fn wait_for(
+        &self,
+        alertname: &str,
+        expected: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let alerts = poll_until(move || self.active_alerts(alertname), |a| expected(a)).await;
+        alerts.unwrap_or_else(|last| {
+            panic!("alertmanager lists {last:#?}\n{}", self.process.log_tail())
+        })
+    }
+}
+
+/// An alert's labels.
+pub fn labels(alert: &Value) -> BTreeMap<String, String> {
+    serde_json::from_value(alert["labels"].clone()).expect("labels are strings")
+}

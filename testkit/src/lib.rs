@@ -1,0 +1,12 @@
+//! Test support shared by opscope's integration tests: real Prometheus and Alertmanager
+//! servers on loopback, a recording HTTP server, and an independent reader of Loki pushes.
+//!
+//! Tests that need an installed server skip with a printed reason when it is absent,
+//! unless `OPSCOPE_REQUIRE_BACKENDS=1`, which makes them fail instead.
+
+pub mod alertmanager;
+pub mod backend;
+pub mod loki;
+pub mod prometheus;
+pub mod recording;
+mod wire;
