@@ -17,11 +17,15 @@ use serde_json::Value;
 
 use super::ConfigError;
 use crate::extensions::health_check::HealthCheckConfig;
+use crate::receivers::k8s_audit::K8sAuditConfig;
 use crate::receivers::otlp::OtlpReceiverConfig;
+use crate::receivers::prometheus_scrape::PrometheusScrapeConfig;
 
 #[derive(Debug, Clone)]
 pub enum ReceiverConfig {
     Otlp(OtlpReceiverConfig),
+    K8sAudit(K8sAuditConfig),
+    PrometheusScrape(PrometheusScrapeConfig),
 }
 
 #[derive(Debug, Clone)]
@@ -102,7 +106,16 @@ pub fn check_id(id: &str) -> Result<(), String> {
 }
 
 impl ReceiverConfig {
-    pub const TYPES: &'static [&'static str] = &["otlp"];
+    /// Whether the receiver produces data of this signal type.
+    pub fn feeds(&self, kind: TelemetryKind) -> bool {
+        match self {
+            Self::Otlp(_) => true,
+            Self::K8sAudit(_) => kind == TelemetryKind::Logs,
+            Self::PrometheusScrape(_) => kind == TelemetryKind::Metrics,
+        }
+    }
+
+    pub const TYPES: &'static [&'static str] = &["otlp", "k8s_audit", "prometheus_scrape"];
 
     pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
         match kind {
@@ -110,6 +123,16 @@ impl ReceiverConfig {
                 let config: OtlpReceiverConfig = settings(value, path)?;
                 checked(config.validate(), path)?;
                 Ok(Self::Otlp(config))
+            }
+            "k8s_audit" => {
+                let config: K8sAuditConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::K8sAudit(config))
+            }
+            "prometheus_scrape" => {
+                let config: PrometheusScrapeConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::PrometheusScrape(config))
             }
             _ => Err(unknown("receiver", kind, Self::TYPES, path)),
         }

@@ -288,6 +288,26 @@ impl Config {
         self.check_carried(path, pipeline, Carried::Signals, errors);
     }
 
+    /// Receivers that exist but do not produce what the pipeline carries.
+    fn check_fed(
+        &self,
+        path: &str,
+        pipeline: &PipelineConfig,
+        kind: TelemetryKind,
+        errors: &mut Vec<ConfigError>,
+    ) {
+        for (index, id) in pipeline.receivers.iter().enumerate() {
+            if let Some(receiver) = self.receivers.get(id)
+                && !receiver.feeds(kind)
+            {
+                errors.push(ConfigError::new(
+                    format!("{path}.receivers[{index}]"),
+                    format!("receiver \"{id}\" produces no {}", kind.name()),
+                ));
+            }
+        }
+    }
+
     /// Exporters that exist but cannot carry what the pipeline carries.
     fn check_carried(
         &self,
@@ -330,7 +350,10 @@ impl Config {
                 continue;
             }
             match TelemetryKind::parse(kind) {
-                Some(kind) => self.check_carried(&path, pipeline, Carried::Telemetry(kind), errors),
+                Some(kind) => {
+                    self.check_carried(&path, pipeline, Carried::Telemetry(kind), errors);
+                    self.check_fed(&path, pipeline, kind, errors);
+                }
                 None => errors.push(ConfigError::new(
                     &path,
                     format!(

@@ -42,7 +42,9 @@ fn embedded_default_is_valid_and_listens_on_localhost() {
         Config::from_yaml(DEFAULT_CONFIG, &no_env).expect("the embedded default validates");
     let kinds: Vec<_> = config.pipelines().map(|p| p.kind).collect();
     assert_eq!(kinds.len(), 3);
-    let ReceiverConfig::Otlp(otlp) = &config.receivers["otlp"];
+    let ReceiverConfig::Otlp(otlp) = &config.receivers["otlp"] else {
+        panic!("an otlp receiver");
+    };
     assert_eq!(
         otlp.protocols.grpc.as_ref().map(|g| g.endpoint.as_str()),
         Some("127.0.0.1:4317")
@@ -61,7 +63,9 @@ fn embedded_default_is_valid_and_listens_on_localhost() {
 #[test]
 fn base_config_is_valid_with_collector_defaults() {
     let config = Config::from_yaml(BASE, &no_env).expect("valid");
-    let ReceiverConfig::Otlp(otlp) = &config.receivers["otlp"];
+    let ReceiverConfig::Otlp(otlp) = &config.receivers["otlp"] else {
+        panic!("an otlp receiver");
+    };
     let grpc = otlp
         .protocols
         .grpc
@@ -220,4 +224,18 @@ fn yaml_syntax_errors_are_reported() {
     let errors = errors_of("receivers: [unclosed\n");
     assert_eq!(errors.len(), 1);
     assert!(errors[0].starts_with("(yaml):"), "{errors:?}");
+}
+
+#[test]
+fn a_receiver_only_feeds_pipelines_of_what_it_produces() {
+    let yaml = BASE
+        .replace(
+            "  otlp:\n    protocols:",
+            "  k8s_audit: {}\n  otlp:\n    protocols:",
+        )
+        .replace("receivers: [otlp]", "receivers: [otlp, k8s_audit]");
+    assert_eq!(
+        errors_of(&yaml),
+        ["service.pipelines.traces.receivers[1]: receiver \"k8s_audit\" produces no traces"]
+    );
 }

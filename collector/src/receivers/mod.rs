@@ -1,7 +1,9 @@
 //! Receivers: where data enters opscope. Each receiver type is a folder; `start`
 //! binds a configured receiver and connects it to the pipelines that list it.
 
+pub mod k8s_audit;
 pub mod otlp;
+pub mod prometheus_scrape;
 
 use std::sync::Arc;
 
@@ -52,5 +54,9 @@ pub async fn start(
 ) -> Result<(), ReceiverError> {
     match config {
         ReceiverConfig::Otlp(otlp) => otlp::start(otlp, context, tasks).await,
+        ReceiverConfig::K8sAudit(audit) => k8s_audit::start(audit, context, tasks).await,
+        ReceiverConfig::PrometheusScrape(scrape) => {
+            prometheus_scrape::start(scrape, context, tasks).await
+        }
     }
 }

@@ -1,0 +1,170 @@
+//! Settings of the `k8s_audit` receiver: where the API server's audit webhook posts,
+//! how large a batch may be, and which events are taken in.
+
+use std::path::PathBuf;
+
+use opscope_processors::config::FieldError;
+use serde::Deserialize;
+
+use crate::config::check_listen_address;
+
+const MIB: usize = 1024 * 1024;
+
+/// The stages an audit event can be recorded at (`audit.k8s.io/v1` `Stage`).
+pub const STAGES: &[&str] = &[
+    "RequestReceived",
+    "ResponseStarted",
+    "ResponseComplete",
+    "Panic",
+];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct K8sAuditConfig {
+    /// Where the webhook listens (`host:port`); every request path is accepted.
+    pub endpoint: String,
+    /// An audit log file. Tailing files, through rotation and restarts, is the
+    /// `filelog` receiver's job, so setting it here is an error that says so.
+    pub file: Option<PathBuf>,
+    /// Largest batch accepted in bytes, measured after decompression; larger: 413.
+    pub max_request_body_size: usize,
+    /// Stages whose events become records.
+    pub stages: Vec<String>,
+    /// Globs (`*`, `?`) on `user.username`: events of other users are skipped.
+    pub users: Vec<String>,
+    /// Globs on `user.username` of events skipped even when `users` matches.
+    pub exclude_users: Vec<String>,
+    /// Verbs taken whoever the user: a person's delete starts the wait on an
+    /// object's finalizers that `finalizer_leak` measures.
+    pub any_user_verbs: Vec<String>,
+    /// Globs on the resource, written `resource` for the core group and
+    /// `resource.group` otherwise (`rayjobs.ray.io`, `leases.coordination.k8s.io`).
+    pub resources: Vec<String>,
+    /// Globs on the resource of events skipped even when `resources` matches.
+    pub exclude_resources: Vec<String>,
+}
+
+impl Default for K8sAuditConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "127.0.0.1:9765".into(),
+            file: None,
+            max_request_body_size: 16 * MIB,
+            stages: vec!["ResponseComplete".into()],
+            // Operators act as service accounts; people and the control plane do not.
+            users: vec!["system:serviceaccount:*".into()],
+            exclude_users: Vec::new(),
+            any_user_verbs: vec!["delete".into(), "deletecollection".into()],
+            resources: vec!["*".into()],
+            // Leader-election renewals and Events are frequent and say nothing about
+            // the objects an operator reconciles.
+            exclude_resources: vec![
+                "leases.coordination.k8s.io".into(),
+                "events".into(),
+                "events.events.k8s.io".into(),
+            ],
+        }
+    }
+}
+
+impl K8sAuditConfig {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if let Some(file) = &self.file {
+            return Err(FieldError::new(
+                "file",
+                format!(
+                    "k8s_audit takes the API server's audit webhook only: point kube-apiserver's \
+                     --audit-webhook-config-file at endpoint; tailing {} is left to the filelog \
+                     receiver and its rotation and checkpoint rules, so remove file here",
+                    file.display()
+                ),
+            ));
+        }
+        check_listen_address(&self.endpoint).map_err(|m| FieldError::new("endpoint", m))?;
+        if self.max_request_body_size == 0 {
+            return Err(FieldError::new(
+                "max_request_body_size",
+                "must be at least 1",
+            ));
+        }
+        check_stages(&self.stages)?;
+        for (field, patterns) in [("users", &self.users), ("resources", &self.resources)] {
+            if patterns.is_empty() {
+                return Err(FieldError::new(
+                    field,
+                    "name at least one pattern (\"*\" takes all)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_stages(stages: &[String]) -> Result<(), FieldError> {
+    if stages.is_empty() {
+        return Err(FieldError::new("stages", "name at least one stage"));
+    }
+    for (index, stage) in stages.iter().enumerate() {
+        if !STAGES.contains(&stage.as_str()) {
+            return Err(FieldError::new(
+                format!("stages[{index}]"),
+                format!("unknown stage \"{stage}\" (known: {})", STAGES.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<K8sAuditConfig, String> {
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_empty_section_is_a_webhook_on_localhost_for_service_accounts() {
+        let config = parse("{}").unwrap();
+        assert_eq!(config.endpoint, "127.0.0.1:9765");
+        assert_eq!(config.max_request_body_size, 16 * MIB);
+        assert_eq!(config.stages, ["ResponseComplete"]);
+        assert_eq!(config.users, ["system:serviceaccount:*"]);
+        assert_eq!(config.any_user_verbs, ["delete", "deletecollection"]);
+        assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn problems_name_their_field() {
+        let field = |json: &str| parse(json).unwrap().validate().unwrap_err().field;
+        assert_eq!(field(r#"{"endpoint":"9765"}"#), "endpoint");
+        assert_eq!(
+            field(r#"{"max_request_body_size":0}"#),
+            "max_request_body_size"
+        );
+        assert_eq!(field(r#"{"stages":[]}"#), "stages");
+        assert_eq!(
+            field(r#"{"stages":["ResponseComplete","Done"]}"#),
+            "stages[1]"
+        );
+        assert_eq!(field(r#"{"users":[]}"#), "users");
+        assert_eq!(field(r#"{"resources":[]}"#), "resources");
+        assert!(
+            parse(r#"{"endpoints":"x"}"#)
+                .unwrap_err()
+                .contains("unknown field")
+        );
+    }
+
+    #[test]
+    fn a_file_points_to_the_webhook_and_the_filelog_receiver() {
+        let error = parse(r#"{"file":"/var/log/kube-apiserver/audit.log"}"#)
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(error.field, "file");
+        assert!(error.message.contains("--audit-webhook-config-file"));
+        assert!(error.message.contains("filelog receiver"));
+        assert!(error.message.contains("/var/log/kube-apiserver/audit.log"));
+    }
+}

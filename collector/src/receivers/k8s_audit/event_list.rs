@@ -1,0 +1,248 @@
+//! The webhook's payload: an `audit.k8s.io` `EventList`, split into its events, each
+//! kept as its own JSON text with the few fields the receiver reads.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use opscope_processors::timestamp::parse_rfc3339;
+
+const EVENT_LIST: &str = "EventList";
+const AUDIT_API_VERSION_PREFIX: &str = "audit.k8s.io/";
+
+/// A batch as the API server posts it; the items are left unparsed until read.
+pub struct EventList<'a> {
+    api_version: String,
+    items: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListDocument<'a> {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    api_version: String,
+    /// The API server writes an empty list as `null`.
+    #[serde(borrow, default)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+/// What the receiver reads of one event; the rest of it is carried in the body.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EventHeader {
+    /// Absent on the items of a list.
+    pub kind: Option<String>,
+    pub api_version: Option<String>,
+    #[serde(rename = "auditID")]
+    pub audit_id: String,
+    pub stage: String,
+    pub verb: String,
+    pub user: UserInfo,
+    pub object_ref: Option<ObjectReference>,
+    pub stage_timestamp: Option<String>,
+    pub request_received_timestamp: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct UserInfo {
+    pub username: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectReference {
+    pub resource: String,
+    pub api_group: String,
+}
+
+/// One event of a batch: its header and its JSON text.
+pub struct AuditEvent<'a> {
+    pub header: EventHeader,
+    raw: &'a str,
+    list_api_version: &'a str,
+}
+
+impl<'a> EventList<'a> {
+    /// Reads a batch; the reason says what is wrong with one that is not an
+    /// `audit.k8s.io` `EventList`.
+    pub fn parse(body: &'a [u8]) -> Result<Self, String> {
+        let document: ListDocument<'a> =
+            serde_json::from_slice(body).map_err(|e| format!("not an audit EventList: {e}"))?;
+        if document.kind != EVENT_LIST
+            || !document.api_version.starts_with(AUDIT_API_VERSION_PREFIX)
+        {
+            return Err(format!(
+                "expected kind EventList of apiVersion audit.k8s.io/v1, got kind {:?} apiVersion {:?}",
+                document.kind, document.api_version
+            ));
+        }
+        Ok(Self {
+            api_version: document.api_version,
+            items: document.items.unwrap_or_default(),
+        })
+    }
+
+    /// The events with their headers read; an item that is not an event fails the
+    /// whole batch, so that a batch is taken whole or not at all.
+    pub fn events(&self) -> Result<Vec<AuditEvent<'_>>, String> {
+        self.items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| {
+                let header: EventHeader = serde_json::from_str(item.get())
+                    .map_err(|e| format!("items[{index}]: not an audit event: {e}"))?;
+                Ok(AuditEvent {
+                    header,
+                    raw: item.get(),
+                    list_api_version: &self.api_version,
+                })
+            })
+            .collect()
+    }
+}
+
+impl AuditEvent<'_> {
+    /// The event as a complete `Event` document: the items of a list leave out their
+    /// `kind` and `apiVersion`, which are put back in front.
+    pub fn body(&self) -> String {
+        let Some(members) = self.raw.strip_prefix('{') else {
+            return self.raw.to_string();
+        };
+        let mut missing = String::new();
+        if self.header.kind.is_none() {
+            missing.push_str(r#""kind":"Event","#);
+        }
+        if self.header.api_version.is_none() {
+            let api_version = serde_json::Value::from(self.list_api_version);
+            missing.push_str(&format!(r#""apiVersion":{api_version},"#));
+        }
+        if missing.is_empty() {
+            return self.raw.to_string();
+        }
+        if members.trim_start().starts_with('}') {
+            missing.pop();
+        }
+        format!("{{{missing}{members}")
+    }
+
+    /// `stageTimestamp`, else `requestReceivedTimestamp`, in nanoseconds since the
+    /// epoch; 0 when neither is a valid time.
+    pub fn time_unix_nano(&self) -> u64 {
+        [
+            &self.header.stage_timestamp,
+            &self.header.request_received_timestamp,
+        ]
+        .into_iter()
+        .find_map(|time| parse_rfc3339(time.as_deref()?))
+        .unwrap_or(0)
+    }
+
+    /// The resource as `resource` (core group) or `resource.group`; empty for
+    /// requests to non-resource URLs.
+    pub fn qualified_resource(&self) -> String {
+        match &self.header.object_ref {
+            Some(object) if !object.api_group.is_empty() => {
+                format!("{}.{}", object.resource, object.api_group)
+            }
+            Some(object) => object.resource.clone(),
+            None => String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVENT_LIST: &str =
+        include_str!("../../../../processors/tests/fixtures/audit/event_list.json");
+
+    #[test]
+    fn a_batch_gives_its_events_as_complete_documents() {
+        let list = EventList::parse(EVENT_LIST.as_bytes()).unwrap();
+        let events = list.events().unwrap();
+        assert_eq!(events.len(), 3);
+        let patch = &events[1];
+        assert_eq!(patch.header.stage, "ResponseComplete");
+        assert_eq!(
+            patch.header.audit_id,
+            "1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e"
+        );
+        assert_eq!(
+            patch.header.user.username,
+            "system:serviceaccount:ray-system:kuberay-operator"
+        );
+        assert_eq!(patch.qualified_resource(), "rayjobs.ray.io");
+        assert_eq!(patch.time_unix_nano(), 1_714_564_805_006_250_000);
+
+        let body: serde_json::Value = serde_json::from_str(&patch.body()).unwrap();
+        assert_eq!(body["kind"], "Event");
+        assert_eq!(body["apiVersion"], "audit.k8s.io/v1");
+        assert_eq!(body["verb"], "patch");
+        assert_eq!(body["requestObject"]["status"]["jobStatus"], "RUNNING");
+    }
+
+    #[test]
+    fn complete_events_and_empty_items_are_kept_valid() {
+        let list = br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+            {"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a","stage":"ResponseComplete"},
+            { },
+            {"objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2024-05-01T12:00:00Z","stageTimestamp":"soon"}]}"#;
+        let list = EventList::parse(list).unwrap();
+        let events = list.events().unwrap();
+        assert!(
+            events[0]
+                .body()
+                .starts_with(r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID""#)
+        );
+        let empty: serde_json::Value = serde_json::from_str(&events[1].body()).unwrap();
+        assert_eq!(
+            empty,
+            serde_json::json!({"kind": "Event", "apiVersion": "audit.k8s.io/v1"})
+        );
+        for event in &events {
+            serde_json::from_str::<serde_json::Value>(&event.body()).unwrap();
+        }
+        assert_eq!(events[1].time_unix_nano(), 0);
+        assert_eq!(events[1].qualified_resource(), "");
+        assert_eq!(events[2].qualified_resource(), "pods");
+        assert_eq!(events[2].time_unix_nano(), 1_714_564_800_000_000_000);
+    }
+
+    #[test]
+    fn other_documents_are_refused_with_a_reason() {
+        let reason = |body: &str| match EventList::parse(body.as_bytes()) {
+            Ok(list) => list.events().map(|_| String::new()).unwrap_or_else(|e| e),
+            Err(reason) => reason,
+        };
+        assert!(reason("{not json").starts_with("not an audit EventList"));
+        assert!(reason("").starts_with("not an audit EventList"));
+        assert!(
+            reason(r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1"}"#)
+                .contains("got kind \"Event\"")
+        );
+        assert!(
+            reason(r#"{"kind":"EventList","apiVersion":"v1","items":[]}"#)
+                .contains("apiVersion \"v1\"")
+        );
+        assert!(
+            reason(r#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":{}}"#)
+                .starts_with("not an audit EventList")
+        );
+        assert!(
+            reason(r#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{},"x"]}"#)
+                .starts_with("items[1]: not an audit event")
+        );
+        assert!(
+            reason(r#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{"stage":7}]}"#)
+                .starts_with("items[0]")
+        );
+        let empty = EventList::parse(
+            br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":null}"#,
+        )
+        .unwrap();
+        assert!(empty.events().unwrap().is_empty());
+    }
+}

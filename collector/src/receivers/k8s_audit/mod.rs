@@ -1,0 +1,36 @@
+//! The `k8s_audit` receiver: the kube-apiserver's audit webhook, each event a log
+//! record for the operator_tagger and correlator (API calls, object state, deletions).
+
+pub mod config;
+mod event_list;
+mod filter;
+mod records;
+mod webhook;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+pub use config::K8sAuditConfig;
+
+use super::{ReceiverContext, ReceiverError};
+
+/// Binds the webhook's listener (a port in use fails the start) and spawns its
+/// server, which stops after `shutdown` fires and in-flight batches are answered.
+pub async fn start(
+    config: &K8sAuditConfig,
+    context: ReceiverContext,
+    tasks: &mut JoinSet<()>,
+) -> Result<(), ReceiverError> {
+    let listener = TcpListener::bind(&config.endpoint)
+        .await
+        .map_err(|source| ReceiverError::Bind {
+            receiver: context.id.clone(),
+            address: config.endpoint.clone(),
+            source,
+        })?;
+    if let Ok(local) = listener.local_addr() {
+        tracing::info!(receiver = %context.id, address = %local, "audit webhook listening");
+    }
+    tasks.spawn(webhook::serve(listener, config, &context));
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! The audit webhook: `POST` of an `EventList` on any path, gzip accepted, answered
+//! 200 once the events are in the pipelines, 503 when they are full so the API
+//! server's batching retries, 400 or 413 for what it must not send again.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::{Body, Bytes, to_bytes};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use opscope_processors::{Telemetry, TelemetryKind};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use tokio::net::TcpListener;
+use tower_http::decompression::RequestDecompressionLayer;
+
+use super::config::K8sAuditConfig;
+use super::event_list::EventList;
+use super::filter::EventFilter;
+use super::records::audit_logs;
+use crate::pipeline::{Consumer, Refusal};
+use crate::receivers::ReceiverContext;
+use crate::self_telemetry::ReceiverMetrics;
+
+#[derive(Clone)]
+struct Webhook {
+    consumer: Consumer<ExportLogsServiceRequest>,
+    metrics: ReceiverMetrics,
+    filter: Arc<EventFilter>,
+    max_body: usize,
+}
+
+/// A request not taken: its status, the reason counted, the message answered.
+struct Rejection {
+    status: StatusCode,
+    reason: &'static str,
+    message: String,
+}
+
+pub fn serve(
+    listener: TcpListener,
+    config: &K8sAuditConfig,
+    context: &ReceiverContext,
+) -> impl Future<Output = ()> + Send + 'static {
+    let webhook = Webhook {
+        consumer: context.consumers.logs.clone(),
+        metrics: context
+            .telemetry
+            .receiver(TelemetryKind::Logs, &context.id, "http"),
+        filter: Arc::new(EventFilter::new(config)),
+        max_body: config.max_request_body_size,
+    };
+    // The API server posts to whatever path its webhook kubeconfig names.
+    let router = Router::new()
+        .route("/", post(receive))
+        .route("/{*path}", post(receive))
+        .with_state(webhook)
+        .layer(RequestDecompressionLayer::new());
+    let shutdown = context.shutdown.clone();
+    let id = context.id.clone();
+    async move {
+        let server =
+            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
+        if let Err(err) = server.await {
+            tracing::error!(receiver = %id, %err, "audit webhook server failed");
+        }
+    }
+}
+
+async fn receive(State(webhook): State<Webhook>, body: Body) -> Response {
+    let read = read_body(body, webhook.max_body).await;
+    let request = match read.and_then(|body| admitted_records(&body, &webhook.filter)) {
+        Ok(request) => request,
+        Err(rejection) => return webhook.reject(rejection),
+    };
+    let items = request.item_count();
+    if items == 0 {
+        return StatusCode::OK.into_response();
+    }
+    match webhook.consumer.push(request) {
+        Ok(()) => {
+            webhook.metrics.accepted(items);
+            StatusCode::OK.into_response()
+        }
+        Err(refusal) => {
+            webhook.metrics.refused(refusal.reason(), items);
+            refusal_response(refusal)
+        }
+    }
+}
+
+impl Webhook {
+    fn reject(&self, rejection: Rejection) -> Response {
+        self.metrics.refused(rejection.reason, 0);
+        tracing::debug!(reason = %rejection.message, "audit batch refused");
+        (rejection.status, rejection.message).into_response()
+    }
+}
+
+/// The records of the batch's events that the filter admits, all in one request.
+fn admitted_records(
+    body: &[u8],
+    filter: &EventFilter,
+) -> Result<ExportLogsServiceRequest, Rejection> {
+    let bad_request = |message| Rejection {
+        status: StatusCode::BAD_REQUEST,
+        reason: "bad_request",
+        message,
+    };
+    let list = EventList::parse(body).map_err(bad_request)?;
+    let mut events = list.events().map_err(bad_request)?;
+    events.retain(|event| filter.admits(event));
+    Ok(audit_logs(&events, now_unix_nano()))
+}
+
+/// Reads the body, decompressed on the fly, up to the limit: the limit applies to
+/// the inflated size, so a small compressed bomb is cut off early.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, Rejection> {
+    to_bytes(body, limit).await.map_err(|err| {
+        let too_large = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
+            .any(|e| e.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            Rejection {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                reason: "too_large",
+                message: format!("request body exceeds {limit} bytes (after decompression)"),
+            }
+        } else {
+            Rejection {
+                status: StatusCode::BAD_REQUEST,
+                reason: "bad_request",
+                message: format!("unreadable request body: {err}"),
+            }
+        }
+    })
+}
+
+fn refusal_response(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::Full => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(RETRY_AFTER, "1")],
+            "opscope is at capacity; retry later",
+        )
+            .into_response(),
+        Refusal::Closed => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(RETRY_AFTER, "1")],
+            "opscope is shutting down; retry later",
+        )
+            .into_response(),
+        Refusal::NoPipeline => (
+            StatusCode::NOT_FOUND,
+            "no logs pipeline lists this receiver",
+        )
+            .into_response(),
+    }
+}
+
+fn now_unix_nano() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        })
+}

@@ -1,0 +1,208 @@
+//! Settings of the `prometheus_scrape` receiver, named as Prometheus names its
+//! scrape settings: targets (listed or in a file), path, scheme, interval, auth, TLS.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use opscope_exporters::tls::TlsClientConfig;
+use opscope_processors::config::{FieldError, duration};
+use serde::Deserialize;
+
+use super::targets::check_target;
+
+const MIB: usize = 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Https => "https",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrometheusScrapeConfig {
+    /// `host:port` of each metrics endpoint.
+    pub targets: Vec<String>,
+    /// More targets, read again when the file changes: `host:port` per line, a
+    /// YAML/JSON list of them, or Prometheus file_sd groups (`targets`, `labels`).
+    pub targets_file: Option<PathBuf>,
+    /// Written as `service.name` of the scraped series (Prometheus' `job`); the
+    /// operator_tagger takes it for the operator's name.
+    pub job_name: Option<String>,
+    pub metrics_path: String,
+    pub scheme: Scheme,
+    #[serde(deserialize_with = "duration")]
+    pub interval: Duration,
+    /// How long one scrape may take; at most `interval`.
+    #[serde(deserialize_with = "duration")]
+    pub timeout: Duration,
+    pub bearer_token: Option<String>,
+    /// Read at every scrape, so a rotated service-account token is picked up.
+    pub bearer_token_file: Option<PathBuf>,
+    pub tls: TlsClientConfig,
+    /// Resource attributes added to every series (e.g. `k8s.namespace.name`).
+    pub labels: BTreeMap<String, String>,
+    /// Largest page read in bytes; a larger one fails the scrape.
+    pub max_page_size: usize,
+    /// Most samples (and metric families) a page may hold; a page with more fails
+    /// the scrape, as Prometheus' `sample_limit` does.
+    pub max_series: usize,
+}
+
+impl Default for PrometheusScrapeConfig {
+    fn default() -> Self {
+        Self {
+            targets: Vec::new(),
+            targets_file: None,
+            job_name: None,
+            metrics_path: "/metrics".into(),
+            scheme: Scheme::Http,
+            interval: Duration::from_secs(30),
+            timeout: Duration::from_secs(10),
+            bearer_token: None,
+            bearer_token_file: None,
+            tls: TlsClientConfig::default(),
+            labels: BTreeMap::new(),
+            max_page_size: 10 * MIB,
+            max_series: 20_000,
+        }
+    }
+}
+
+impl PrometheusScrapeConfig {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        self.validate_targets()?;
+        if !self.metrics_path.starts_with('/') {
+            return Err(FieldError::new("metrics_path", "must start with /"));
+        }
+        if self.interval.is_zero() {
+            return Err(FieldError::new("interval", "must be greater than zero"));
+        }
+        if self.timeout.is_zero() || self.timeout > self.interval {
+            return Err(FieldError::new(
+                "timeout",
+                "must be greater than zero and at most the interval",
+            ));
+        }
+        if self.bearer_token.is_some() && self.bearer_token_file.is_some() {
+            return Err(FieldError::new(
+                "bearer_token_file",
+                "set bearer_token or bearer_token_file, not both",
+            ));
+        }
+        self.tls.validate()?;
+        if self.scheme == Scheme::Https {
+            self.tls.load()?;
+        }
+        self.validate_names()?;
+        for (field, value) in [
+            ("max_page_size", self.max_page_size),
+            ("max_series", self.max_series),
+        ] {
+            if value == 0 {
+                return Err(FieldError::new(field, "must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_targets(&self) -> Result<(), FieldError> {
+        if self.targets.is_empty() && self.targets_file.is_none() {
+            return Err(FieldError::new(
+                "targets",
+                "list at least one host:port, or set targets_file",
+            ));
+        }
+        for (index, target) in self.targets.iter().enumerate() {
+            check_target(target).map_err(|m| FieldError::new(format!("targets[{index}]"), m))?;
+        }
+        Ok(())
+    }
+
+    fn validate_names(&self) -> Result<(), FieldError> {
+        if self
+            .job_name
+            .as_deref()
+            .is_some_and(|job| job.trim().is_empty())
+        {
+            return Err(FieldError::new("job_name", "must not be empty"));
+        }
+        if self.labels.keys().any(|key| key.trim().is_empty()) {
+            return Err(FieldError::new("labels", "names must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<PrometheusScrapeConfig, String> {
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_prometheus_defaults() {
+        let config = parse(r#"{"targets":["10.244.1.17:8080"]}"#).unwrap();
+        assert_eq!(config.metrics_path, "/metrics");
+        assert_eq!(config.scheme, Scheme::Http);
+        assert_eq!(config.interval, Duration::from_secs(30));
+        assert_eq!(config.timeout, Duration::from_secs(10));
+        assert_eq!(config.max_page_size, 10 * MIB);
+        assert_eq!(config.validate(), Ok(()));
+        let config = parse(
+            r#"{"targets_file":"/etc/opscope/targets.yaml","scheme":"https","interval":"15s","timeout":"15s","job_name":"kuberay-operator","labels":{"k8s.namespace.name":"ray-system"}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn problems_name_their_field() {
+        let field = |json: &str| parse(json).unwrap().validate().unwrap_err().field;
+        assert_eq!(field("{}"), "targets");
+        assert_eq!(field(r#"{"targets":["a:1","http://b:2"]}"#), "targets[1]");
+        assert_eq!(field(r#"{"targets":["a"]}"#), "targets[0]");
+        assert_eq!(
+            field(r#"{"targets":["a:1"],"metrics_path":"metrics"}"#),
+            "metrics_path"
+        );
+        assert_eq!(field(r#"{"targets":["a:1"],"interval":0}"#), "interval");
+        assert_eq!(field(r#"{"targets":["a:1"],"timeout":"1m"}"#), "timeout");
+        assert_eq!(
+            field(r#"{"targets":["a:1"],"bearer_token":"t","bearer_token_file":"/t"}"#),
+            "bearer_token_file"
+        );
+        assert_eq!(
+            field(
+                r#"{"targets":["a:1"],"scheme":"https","tls":{"ca_file":"/nonexistent/ca.pem"}}"#
+            ),
+            "tls.ca_file"
+        );
+        assert_eq!(field(r#"{"targets":["a:1"],"job_name":" "}"#), "job_name");
+        assert_eq!(field(r#"{"targets":["a:1"],"labels":{"":"x"}}"#), "labels");
+        assert_eq!(field(r#"{"targets":["a:1"],"max_series":0}"#), "max_series");
+        assert!(
+            parse(r#"{"scheme":"ftp"}"#)
+                .unwrap_err()
+                .contains("unknown variant")
+        );
+        assert!(
+            parse(r#"{"target":["a:1"]}"#)
+                .unwrap_err()
+                .contains("unknown field")
+        );
+    }
+}
