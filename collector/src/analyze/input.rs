@@ -12,6 +12,8 @@ use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 
+use crate::receivers::filelog::cri::parse_container_line;
+
 /// Longest line read; longer lines are cut there (and counted as malformed).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 
@@ -177,64 +179,20 @@ pub enum Line {
 
 /// Sorts one line; `Err` says why a line that looked like OTLP/JSON did not parse.
 pub fn classify(line: &str) -> Result<Line, String> {
-    if let Some(container) = cri_line(line) {
-        return Ok(container);
+    if let Some(container) = parse_container_line(line) {
+        return Ok(Line::Container {
+            content: container.content.into_owned(),
+            partial: container.partial,
+            time_unix_nano: container.time_unix_nano,
+        });
     }
     let trimmed = line.trim_start();
-    if trimmed.starts_with('{') {
-        if let Some(docker) = docker_line(trimmed) {
-            return Ok(docker);
-        }
-        if let Some(otlp) = otlp_line(trimmed) {
-            return otlp;
-        }
+    if trimmed.starts_with('{')
+        && let Some(otlp) = otlp_line(trimmed)
+    {
+        return otlp;
     }
     Ok(Line::Text(line.to_string()))
-}
-
-/// `<RFC3339Nano> <stdout|stderr> <P|F> <content>` as containerd and CRI-O write it.
-fn cri_line(line: &str) -> Option<Line> {
-    let (time, rest) = line.split_once(' ')?;
-    let (stream, rest) = rest.split_once(' ')?;
-    if stream != "stdout" && stream != "stderr" {
-        return None;
-    }
-    let (tag, content) = match rest.split_once(' ') {
-        Some((tag, content)) => (tag, content),
-        None => (rest, ""),
-    };
-    let partial = match tag {
-        "P" => true,
-        "F" => false,
-        _ => return None,
-    };
-    let time_unix_nano = opscope_processors::timestamp::parse_rfc3339(time)?;
-    Some(Line::Container {
-        content: content.to_string(),
-        partial,
-        time_unix_nano,
-    })
-}
-
-/// `{"log":"...\n","stream":"stdout","time":"..."}` as docker's json-file driver writes it.
-fn docker_line(line: &str) -> Option<Line> {
-    if !line.contains("\"log\"") || !line.contains("\"stream\"") {
-        return None;
-    }
-    #[derive(serde::Deserialize)]
-    struct Docker {
-        log: String,
-        time: String,
-    }
-    let docker: Docker = serde_json::from_str(line).ok()?;
-    let time_unix_nano = opscope_processors::timestamp::parse_rfc3339(&docker.time)?;
-    let partial = !docker.log.ends_with('\n');
-    let content = docker.log.trim_end_matches('\n').to_string();
-    Some(Line::Container {
-        content,
-        partial,
-        time_unix_nano,
-    })
 }
 
 /// One export request per line, as the OpenTelemetry Collector's file exporter writes.
@@ -263,43 +221,6 @@ fn otlp_line(line: &str) -> Option<Result<Line, String>> {
         );
     }
     None
-}
-
-/// Pod identity from a kubelet log path: `/var/log/pods/<ns>_<pod>_<uid>/<container>/<n>.log`.
-pub struct PodIdentity {
-    pub namespace: String,
-    pub pod: String,
-    pub uid: String,
-    pub container: String,
-    pub restart_count: String,
-}
-
-pub fn pod_identity(path: &Path) -> Option<PodIdentity> {
-    let mut components = path
-        .components()
-        .rev()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned());
-    let file = components.next()?;
-    let container = components.next()?;
-    let pod_dir = components.next()?;
-    let restart_count = file.strip_suffix(".gz").unwrap_or(&file);
-    let restart_count = restart_count.split('.').next()?.to_string();
-    let mut parts = pod_dir.splitn(3, '_');
-    let (namespace, pod, uid) = (parts.next()?, parts.next()?, parts.next()?);
-    if namespace.is_empty()
-        || pod.is_empty()
-        || uid.len() < 8
-        || !restart_count.bytes().all(|b| b.is_ascii_digit())
-    {
-        return None;
-    }
-    Some(PodIdentity {
-        namespace: namespace.to_string(),
-        pod: pod.to_string(),
-        uid: uid.to_string(),
-        container,
-        restart_count,
-    })
 }
 
 #[cfg(test)]
@@ -348,18 +269,5 @@ mod tests {
             classify(r#"{"level":"info","msg":"x"}"#),
             Ok(Line::Text(_))
         ));
-    }
-
-    #[test]
-    fn pod_identity_from_kubelet_paths() {
-        let path = Path::new(
-            "/var/log/pods/ray-system_kuberay-operator-6bc4f7d9c8-x2k4p_0f9d8c7b-1111-2222-3333-444455556666/manager/3.log",
-        );
-        let pod = pod_identity(path).expect("a kubelet path");
-        assert_eq!(pod.namespace, "ray-system");
-        assert_eq!(pod.pod, "kuberay-operator-6bc4f7d9c8-x2k4p");
-        assert_eq!(pod.container, "manager");
-        assert_eq!(pod.restart_count, "3");
-        assert!(pod_identity(Path::new("operator.log")).is_none());
     }
 }

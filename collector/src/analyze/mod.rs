@@ -10,16 +10,16 @@ use std::path::{Path, PathBuf};
 use opscope_processors::Telemetry;
 use opscope_processors::correlator::events::{Event, Nanos, ObjectEventKind};
 use opscope_processors::correlator::{Correlator, CorrelatorConfig, Signal};
-use opscope_processors::semconv::{
-    K8S_CONTAINER_NAME, K8S_NAMESPACE_NAME, K8S_POD_NAME, LOG_SOURCE, SERVICE_NAME,
-};
+use opscope_processors::semconv::{LOG_SOURCE, SERVICE_NAME};
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::resource::v1::Resource;
 
-use input::{InputError, Line, classify, collect_files, pod_identity, read_lines};
+use input::{InputError, Line, classify, collect_files, read_lines};
+
+use crate::receivers::filelog::pod::PodIdentity;
 
 /// Records handed to the tagger at a time (cut only between records, so a stack
 /// trace stays with its error line).
@@ -258,14 +258,8 @@ fn string_attribute(key: &str, value: String) -> KeyValue {
 /// The resource of a file's lines: the pod from a kubelet path, else the file name
 /// as the service (an operator's log saved as `kuberay-operator.log`).
 fn file_resource(path: &Path) -> Resource {
-    let attributes = match pod_identity(path) {
-        Some(pod) => vec![
-            string_attribute(K8S_NAMESPACE_NAME, pod.namespace),
-            string_attribute(K8S_POD_NAME, pod.pod),
-            string_attribute(K8S_CONTAINER_NAME, pod.container),
-            string_attribute("k8s.pod.uid", pod.uid),
-            string_attribute("k8s.container.restart_count", pod.restart_count),
-        ],
+    let attributes = match PodIdentity::from_path(path) {
+        Some(pod) => pod.attributes(),
         None => {
             let name = path
                 .file_name()

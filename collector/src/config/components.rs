@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::ConfigError;
 use crate::extensions::health_check::HealthCheckConfig;
+use crate::receivers::filelog::FilelogConfig;
 use crate::receivers::k8s_audit::K8sAuditConfig;
 use crate::receivers::otlp::OtlpReceiverConfig;
 use crate::receivers::prometheus_scrape::PrometheusScrapeConfig;
@@ -24,6 +25,7 @@ use crate::receivers::prometheus_scrape::PrometheusScrapeConfig;
 #[derive(Debug, Clone)]
 pub enum ReceiverConfig {
     Otlp(OtlpReceiverConfig),
+    Filelog(FilelogConfig),
     K8sAudit(K8sAuditConfig),
     PrometheusScrape(PrometheusScrapeConfig),
 }
@@ -110,12 +112,13 @@ impl ReceiverConfig {
     pub fn feeds(&self, kind: TelemetryKind) -> bool {
         match self {
             Self::Otlp(_) => true,
-            Self::K8sAudit(_) => kind == TelemetryKind::Logs,
+            Self::Filelog(_) | Self::K8sAudit(_) => kind == TelemetryKind::Logs,
             Self::PrometheusScrape(_) => kind == TelemetryKind::Metrics,
         }
     }
 
-    pub const TYPES: &'static [&'static str] = &["otlp", "k8s_audit", "prometheus_scrape"];
+    pub const TYPES: &'static [&'static str] =
+        &["otlp", "filelog", "k8s_audit", "prometheus_scrape"];
 
     pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
         match kind {
@@ -123,6 +126,11 @@ impl ReceiverConfig {
                 let config: OtlpReceiverConfig = settings(value, path)?;
                 checked(config.validate(), path)?;
                 Ok(Self::Otlp(config))
+            }
+            "filelog" => {
+                let config: FilelogConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::Filelog(config))
             }
             "k8s_audit" => {
                 let config: K8sAuditConfig = settings(value, path)?;

@@ -1,6 +1,7 @@
 //! Receivers: where data enters opscope. Each receiver type is a folder; `start`
 //! binds a configured receiver and connects it to the pipelines that list it.
 
+pub mod filelog;
 pub mod k8s_audit;
 pub mod otlp;
 pub mod prometheus_scrape;
@@ -42,6 +43,8 @@ pub enum ReceiverError {
         address: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Filelog(#[from] filelog::FilelogError),
 }
 
 /// Binds the receiver's listeners (so a port in use fails the start) and spawns
@@ -54,6 +57,7 @@ pub async fn start(
 ) -> Result<(), ReceiverError> {
     match config {
         ReceiverConfig::Otlp(otlp) => otlp::start(otlp, context, tasks).await,
+        ReceiverConfig::Filelog(filelog) => Ok(filelog::start(filelog, context, tasks).await?),
         ReceiverConfig::K8sAudit(audit) => k8s_audit::start(audit, context, tasks).await,
         ReceiverConfig::PrometheusScrape(scrape) => {
             prometheus_scrape::start(scrape, context, tasks).await

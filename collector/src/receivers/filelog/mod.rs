@@ -1,0 +1,95 @@
+//! The `filelog` receiver: tails container log files (CRI and docker json-file, by
+//! default the kubelet's `/var/log/pods`) through rotations and restarts into OTLP logs.
+
+pub mod checkpoint;
+pub mod config;
+pub mod cri;
+mod discovery;
+mod identity;
+mod join;
+pub mod pod;
+mod reader;
+pub mod record;
+mod tail;
+mod tailer;
+
+use std::time::Duration;
+
+use opscope_processors::TelemetryKind;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{FilelogConfig, StartAt};
+
+use super::ReceiverContext;
+use checkpoint::{CheckpointError, CheckpointStore};
+use tailer::{Outlet, Round, Tailer};
+
+/// The receiver cannot start: its `storage` is unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("receivers.{receiver}.storage: {source}")]
+pub struct FilelogError {
+    pub receiver: String,
+    pub source: CheckpointError,
+}
+
+/// Reads the checkpoint (a damaged one fails the start) and spawns the tailing loop
+/// into `tasks`; it ends when `shutdown` fires, after writing the last checkpoint.
+pub async fn start(
+    config: &FilelogConfig,
+    context: ReceiverContext,
+    tasks: &mut JoinSet<()>,
+) -> Result<(), FilelogError> {
+    let (store, previous) = match &config.storage {
+        Some(directory) => {
+            CheckpointStore::open(directory, &context.id).map_err(|source| FilelogError {
+                receiver: context.id.clone(),
+                source,
+            })?
+        }
+        None => (CheckpointStore::in_memory(), None),
+    };
+    let outlet = Outlet {
+        consumer: context.consumers.logs,
+        metrics: context
+            .telemetry
+            .receiver(TelemetryKind::Logs, &context.id, "filelog"),
+    };
+    tracing::info!(receiver = %context.id, include = ?config.include, resumed = previous.is_some(), "tailing files");
+    let tailer = Tailer::new(&context.id, config, store, previous, outlet);
+    tasks.spawn(run(tailer, context.shutdown, config.poll_interval));
+    Ok(())
+}
+
+/// Rounds of blocking file work on the blocking pool, back to back while files hold
+/// more, else one per poll interval.
+async fn run(mut tailer: Tailer, shutdown: CancellationToken, poll_interval: Duration) {
+    loop {
+        let token = shutdown.clone();
+        let finished = tokio::task::spawn_blocking(move || {
+            let round = tailer.round(&token);
+            (tailer, round)
+        })
+        .await;
+        let round;
+        (tailer, round) = match finished {
+            Ok(finished) => finished,
+            Err(err) => {
+                tracing::error!(%err, "the filelog receiver failed; it stops");
+                return;
+            }
+        };
+        let wait = match round {
+            Round::Stop => break,
+            Round::More => Duration::ZERO,
+            Round::Idle => poll_interval,
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    if let Err(err) = tokio::task::spawn_blocking(move || tailer.stop()).await {
+        tracing::error!(%err, "the filelog receiver failed to write its last checkpoint");
+    }
+}
