@@ -5,6 +5,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use opscope::receivers::filelog::cri::parse_container_line;
 use opscope_bench::{controller_runtime_logs, reconcile_events};
 use opscope_processors::Processor;
 use opscope_processors::correlator::{Correlator, CorrelatorConfig};
@@ -25,6 +26,21 @@ fn recognition(c: &mut Criterion) {
     ] {
         group.bench_function(name, |b| b.iter(|| recognize_line(black_box(line))));
     }
+    group.finish();
+}
+
+/// A container runtime's line around an operator's line, as the filelog receiver
+/// reads them from /var/log/pods: CRI parsing, then format recognition.
+fn container_lines(c: &mut Criterion) {
+    let cri = format!("2026-11-20T10:00:00.123456789Z stderr F {JSON_LINE}");
+    let mut group = c.benchmark_group("container_line");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("cri_then_controller_runtime_json", |b| {
+        b.iter(|| {
+            let line = parse_container_line(black_box(&cri));
+            line.map(|line| recognize_line(&line.content))
+        })
+    });
     group.finish();
 }
 
@@ -62,5 +78,5 @@ fn correlation(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, recognition, tagging, correlation);
+criterion_group!(benches, recognition, container_lines, tagging, correlation);
 criterion_main!(benches);
