@@ -226,6 +226,9 @@ impl Record<'_> {
         } else {
             &reconciled
         };
+        if is_heartbeat(subject) {
+            return;
+        }
         if let Some(write) = self.write(reconcile_id) {
             push(subject, ObjectEventKind::Write(write));
         }
@@ -358,6 +361,13 @@ impl Record<'_> {
             finalizers,
         })
     }
+}
+
+/// Leases (leader election renews one every few seconds) and Events are written
+/// on a schedule by design: their writes are not an object's reconciles.
+fn is_heartbeat(object: &ObjectRef) -> bool {
+    let resource = object.key().resource;
+    resource == "leases" || resource == "events"
 }
 
 /// A trace or span id that is set (not empty, not all zeros).

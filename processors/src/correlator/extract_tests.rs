@@ -487,6 +487,21 @@ fn an_object_state_shows_finalizers_only_when_the_record_does() {
 }
 
 #[test]
+fn lease_renewals_and_events_are_no_reconciles() {
+    for resource in ["leases", "events"] {
+        let renewal = span("PUT")
+            .ids(2, 2)
+            .attr(OPSCOPE_RECORD, RECORD_API_CALL)
+            .attr(API_GROUP, "coordination.k8s.io")
+            .attr(API_RESOURCE, resource)
+            .attr(API_NAMESPACE, "ray-system")
+            .attr(API_NAME, "kuberay-operator")
+            .attr(API_VERB, "update");
+        assert!(span_events([renewal]).is_empty(), "{resource}");
+    }
+}
+
+#[test]
 fn a_record_of_a_deleted_object_is_gone() {
     let deleted = |gone: Value| {
         log("delete")

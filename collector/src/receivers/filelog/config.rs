@@ -10,6 +10,17 @@ use serde::Deserialize;
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
 
+/// What the lines of the files are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineFormat {
+    /// Container runtime lines (CRI or docker json-file) around what a container wrote.
+    #[default]
+    Container,
+    /// Each line is one record as it is, such as an API server's audit log.
+    Lines,
+}
+
 /// Where a file seen for the first time, with no checkpoint, is read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,6 +45,8 @@ pub struct FilelogConfig {
     /// For files found at the first poll when no checkpoint exists yet; files that
     /// appear later are always read from their beginning.
     pub start_at: StartAt,
+    /// `container` (CRI or docker json-file, the default) or `lines`.
+    pub format: LineFormat,
     /// Directory of the offsets checkpoint; without it offsets live in memory and a
     /// restart starts over at `start_at`.
     pub storage: Option<PathBuf>,
@@ -60,6 +73,7 @@ impl Default for FilelogConfig {
             pods: Vec::new(),
             containers: Vec::new(),
             start_at: StartAt::End,
+            format: LineFormat::Container,
             storage: None,
             poll_interval: Duration::from_millis(500),
             max_log_size: MIB,

@@ -6,7 +6,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 
 use super::checkpoint::Position;
-use super::cri::{Stream, parse_container_line};
+use super::config::LineFormat;
+use super::cri::{ContainerLine, Stream, parse_container_line};
 use super::join::Joins;
 use super::record::Assembled;
 
@@ -67,6 +68,7 @@ enum LineHead {
 
 pub struct RecordReader {
     max_log_size: usize,
+    format: LineFormat,
     joins: Joins,
     /// The last line start with no record in progress; its `skip` counts the records
     /// after it that were delivered before reading resumed there.
@@ -82,9 +84,10 @@ pub struct RecordReader {
 }
 
 impl RecordReader {
-    pub fn new(at: Position, max_log_size: usize) -> Self {
+    pub fn new(at: Position, max_log_size: usize, format: LineFormat) -> Self {
         Self {
             max_log_size,
+            format,
             joins: Joins::new(max_log_size),
             resume: at,
             emitted: 0,
@@ -117,13 +120,13 @@ impl RecordReader {
     /// Forgets what was read after `to` (it was not delivered), to read it again.
     pub fn rewind(&mut self, to: Position) {
         let counted = self.bad_lines_counted_to;
-        *self = Self::new(to, self.max_log_size);
+        *self = Self::new(to, self.max_log_size, self.format);
         self.bad_lines_counted_to = counted;
     }
 
     /// Starts over at the start of the file (it was truncated or replaced).
     pub fn restart(&mut self) {
-        *self = Self::new(Position::START, self.max_log_size);
+        *self = Self::new(Position::START, self.max_log_size, self.format);
     }
 
     /// Reads records until the batch is full, the budget is spent or the file ends.
@@ -217,7 +220,16 @@ impl RecordReader {
     }
 
     fn line_start(&mut self, text: &str, complete: bool, line_start: u64, batch: &mut Batch) {
-        let Some(line) = parse_container_line(text) else {
+        let parsed = match self.format {
+            LineFormat::Container => parse_container_line(text),
+            LineFormat::Lines => Some(ContainerLine {
+                time_unix_nano: 0,
+                stream: Stream::Stdout,
+                partial: false,
+                content: text.into(),
+            }),
+        };
+        let Some(line) = parsed else {
             self.count_bad_line(line_start, batch);
             self.head = (!complete).then_some(LineHead::Malformed);
             return;

@@ -35,7 +35,7 @@ fn read_once(reader: &mut RecordReader, file: &File, ending: Ending) -> Batch {
 #[test]
 fn full_lines_become_records_with_their_time_stream_and_line() {
     let file = file_with(&(cri("stdout", "F", "one") + &cri("stderr", "F", "two")));
-    let mut reader = RecordReader::new(Position::START, 1024);
+    let mut reader = RecordReader::new(Position::START, 1024, LineFormat::Container);
     let batch = read_once(&mut reader, &file, Ending::Growing);
     assert_eq!(bodies(&batch.records), ["one", "two"]);
     let two = &batch.records[1];
@@ -55,12 +55,23 @@ fn full_lines_become_records_with_their_time_stream_and_line() {
 }
 
 #[test]
+fn in_lines_format_each_line_is_a_record_as_it_is() {
+    let audit = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a1","verb":"update"}"#;
+    let file = file_with(&format!("{audit}\nnot json at all\n"));
+    let mut reader = RecordReader::new(Position::START, 1024, LineFormat::Lines);
+    let batch = read_once(&mut reader, &file, Ending::Growing);
+    assert_eq!(bodies(&batch.records), [audit, "not json at all"]);
+    assert_eq!(batch.bad_lines, 0, "no line is malformed in this format");
+    assert_eq!(batch.records[1].line, 2);
+}
+
+#[test]
 fn partial_pieces_join_per_stream() {
     let content = cri("stdout", "P", "out-a ")
         + &cri("stderr", "F", "err")
         + &cri("stdout", "P", "out-b ")
         + &cri("stdout", "F", "out-c");
-    let mut reader = RecordReader::new(Position::START, 1024);
+    let mut reader = RecordReader::new(Position::START, 1024, LineFormat::Container);
     let batch = read_once(&mut reader, &file_with(&content), Ending::Growing);
     assert_eq!(bodies(&batch.records), ["err", "out-a out-b out-c"]);
     assert_eq!(
@@ -74,7 +85,7 @@ fn malformed_lines_are_counted_once_and_skipped() {
     let content =
         cri("stdout", "F", "good") + "not a container line\n\n" + &cri("stdout", "F", "also good");
     let file = file_with(&content);
-    let mut reader = RecordReader::new(Position::START, 1024);
+    let mut reader = RecordReader::new(Position::START, 1024, LineFormat::Container);
     let batch = read_once(&mut reader, &file, Ending::Growing);
     assert_eq!(bodies(&batch.records), ["good", "also good"]);
     assert_eq!(batch.bad_lines, 2);
@@ -89,7 +100,7 @@ fn malformed_lines_are_counted_once_and_skipped() {
 fn a_line_longer_than_the_buffer_is_one_record() {
     let long: String = "é-0123456789".repeat(READ_BUFFER / 4);
     let file = file_with(&(cri("stdout", "F", &long) + &cri("stdout", "F", "next")));
-    let mut reader = RecordReader::new(Position::START, 1024 * 1024);
+    let mut reader = RecordReader::new(Position::START, 1024 * 1024, LineFormat::Container);
     let batch = read_once(&mut reader, &file, Ending::Growing);
     assert_eq!(bodies(&batch.records), [long.as_str(), "next"]);
     assert!(!batch.records[0].split);
@@ -99,7 +110,7 @@ fn a_line_longer_than_the_buffer_is_one_record() {
 fn a_record_longer_than_max_log_size_is_split_and_marked() {
     let long: String = "abcdefghij".repeat(READ_BUFFER / 4);
     let file = file_with(&(cri("stdout", "P", &long) + &cri("stdout", "F", &long)));
-    let mut reader = RecordReader::new(Position::START, 50_000);
+    let mut reader = RecordReader::new(Position::START, 50_000, LineFormat::Container);
     let batch = read_once(&mut reader, &file, Ending::Growing);
     assert!(
         batch
@@ -120,7 +131,7 @@ fn a_record_longer_than_max_log_size_is_split_and_marked() {
 #[test]
 fn an_unfinished_last_line_waits_for_its_end() {
     let mut file = file_with(&(cri("stdout", "F", "one") + TIME + " stdout F tw"));
-    let mut reader = RecordReader::new(Position::START, 1024);
+    let mut reader = RecordReader::new(Position::START, 1024, LineFormat::Container);
     assert_eq!(
         bodies(&read_once(&mut reader, &file, Ending::Growing).records),
         ["one"]
@@ -139,7 +150,7 @@ fn an_unfinished_last_line_waits_for_its_end() {
 #[test]
 fn a_complete_file_ends_its_last_line_and_records_in_progress() {
     let file = file_with(&(cri("stdout", "P", "cut ") + TIME + " stderr F no newline"));
-    let mut reader = RecordReader::new(Position::START, 1024);
+    let mut reader = RecordReader::new(Position::START, 1024, LineFormat::Container);
     let batch = read_once(&mut reader, &file, Ending::Complete);
     assert_eq!(bodies(&batch.records), ["no newline", "cut "]);
     assert!(batch.records[1].split, "its end was never written");
@@ -153,7 +164,7 @@ fn a_complete_file_ends_its_last_line_and_records_in_progress() {
 #[test]
 fn flush_sends_a_record_whose_end_is_late_and_reading_goes_on_after_it() {
     let mut file = file_with(&cri("stdout", "P", "first half"));
-    let mut reader = RecordReader::new(Position::START, 1024);
+    let mut reader = RecordReader::new(Position::START, 1024, LineFormat::Container);
     assert!(
         read_once(&mut reader, &file, Ending::Growing)
             .records
@@ -171,7 +182,7 @@ fn flush_sends_a_record_whose_end_is_late_and_reading_goes_on_after_it() {
         bodies(&read_once(&mut reader, &file, Ending::Growing).records),
         ["second half"]
     );
-    let mut resumed = RecordReader::new(after_flush, 1024);
+    let mut resumed = RecordReader::new(after_flush, 1024, LineFormat::Container);
     assert_eq!(
         bodies(&read_once(&mut resumed, &file, Ending::Growing).records),
         ["second half"]
@@ -200,7 +211,7 @@ fn mixed_content() -> String {
 fn every_position_resumes_exactly_after_what_was_read() {
     let file = file_with(&mixed_content());
     let max_log_size = READ_BUFFER / 3;
-    let mut whole = RecordReader::new(Position::START, max_log_size);
+    let mut whole = RecordReader::new(Position::START, max_log_size, LineFormat::Container);
     let expected = read_once(&mut whole, &file, Ending::Growing).records;
     assert_eq!(
         expected.len(),
@@ -215,7 +226,7 @@ fn every_position_resumes_exactly_after_what_was_read() {
         let mut position = Position::START;
         let mut records = Vec::new();
         loop {
-            let mut restarted = RecordReader::new(position, max_log_size);
+            let mut restarted = RecordReader::new(position, max_log_size, LineFormat::Container);
             let (batch, end) = restarted
                 .read(&file, limits, Ending::Growing)
                 .expect("reads");
@@ -236,7 +247,7 @@ fn rewind_reads_the_records_after_the_position_again() {
         max_records: 4,
         max_bytes: usize::MAX,
     };
-    let mut reader = RecordReader::new(Position::START, 1024 * 1024);
+    let mut reader = RecordReader::new(Position::START, 1024 * 1024, LineFormat::Container);
     let (first, _) = reader.read(&file, limits, Ending::Growing).expect("reads");
     let accepted = reader.position();
     let (refused, _) = reader.read(&file, limits, Ending::Growing).expect("reads");

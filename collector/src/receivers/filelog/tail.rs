@@ -10,7 +10,7 @@ use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::resource::v1::Resource;
 
 use super::checkpoint::{CheckpointEntry, Position};
-use super::config::StartAt;
+use super::config::{LineFormat, StartAt};
 use super::discovery::find_renamed;
 use super::identity::{FileIdentity, Fingerprint};
 use super::pod::file_resource;
@@ -22,6 +22,7 @@ use super::record::logs_request;
 pub struct ReadSettings {
     pub limits: BatchLimits,
     pub max_log_size: usize,
+    pub format: LineFormat,
     pub force_flush_period: Duration,
     /// How long a rotated file stays open, without growing, before it is read as
     /// complete and let go (writers may still append right after a rename).
@@ -71,7 +72,7 @@ impl TailedFile {
     pub fn open(
         path: &Path,
         start_at: StartAt,
-        max_log_size: usize,
+        lines: (usize, LineFormat),
         now: Instant,
     ) -> io::Result<Self> {
         let handle = File::open(path)?;
@@ -87,13 +88,17 @@ impl TailedFile {
             identity,
             fingerprint,
             position,
-            max_log_size,
+            lines,
             now,
         ))
     }
 
     /// A file of the checkpoint: at its path, or renamed to one of its rotated siblings.
-    pub fn resume(entry: &CheckpointEntry, max_log_size: usize, now: Instant) -> Option<Self> {
+    pub fn resume(
+        entry: &CheckpointEntry,
+        lines: (usize, LineFormat),
+        now: Instant,
+    ) -> Option<Self> {
         let path = Path::new(&entry.path);
         let (handle, rotated) = match open_same(path, entry.identity) {
             Some(handle) => (handle, false),
@@ -105,7 +110,7 @@ impl TailedFile {
             entry.identity,
             entry.fingerprint,
             entry.position,
-            max_log_size,
+            lines,
             now,
         );
         if rotated {
@@ -120,7 +125,7 @@ impl TailedFile {
         identity: FileIdentity,
         fingerprint: Fingerprint,
         position: Position,
-        max_log_size: usize,
+        (max_log_size, format): (usize, LineFormat),
         now: Instant,
     ) -> Self {
         Self {
@@ -131,7 +136,7 @@ impl TailedFile {
             fingerprint,
             size: handle.metadata().map_or(0, |m| m.len()),
             handle: Some(handle),
-            reader: RecordReader::new(position, max_log_size),
+            reader: RecordReader::new(position, max_log_size, format),
             committed: position,
             last_growth: now,
             rotated_at: None,

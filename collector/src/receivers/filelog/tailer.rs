@@ -10,7 +10,7 @@ use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use tokio_util::sync::CancellationToken;
 
 use super::checkpoint::{CheckpointEntry, CheckpointStore};
-use super::config::{FilelogConfig, StartAt};
+use super::config::{FilelogConfig, LineFormat, StartAt};
 use super::discovery::{Discovery, find_copy};
 use super::identity::FileIdentity;
 use super::reader::BatchLimits;
@@ -91,6 +91,7 @@ impl Tailer {
                     max_bytes: MAX_BATCH_BYTES,
                 },
                 max_log_size: config.max_log_size,
+                format: config.format,
                 force_flush_period: config.force_flush_period,
                 rotation_grace: config.poll_interval,
             },
@@ -131,12 +132,17 @@ impl Tailer {
         self.save(true);
     }
 
+    /// How long a record may grow, and what a line is.
+    fn lines(&self) -> (usize, LineFormat) {
+        (self.settings.max_log_size, self.settings.format)
+    }
+
     fn resume_files(&mut self, now: Instant) {
         for entry in std::mem::take(&mut self.to_resume) {
             if !self.discovery.accepts(Path::new(&entry.path)) {
                 continue;
             }
-            match TailedFile::resume(&entry, self.settings.max_log_size, now) {
+            match TailedFile::resume(&entry, self.lines(), now) {
                 Some(file) if !self.tracks(file.identity()) => self.add(file),
                 Some(_) => {}
                 None => tracing::info!(
@@ -170,7 +176,7 @@ impl Tailer {
                 self.warn_file_limit();
                 break;
             }
-            match TailedFile::open(&path, start_at, self.settings.max_log_size, now) {
+            match TailedFile::open(&path, start_at, self.lines(), now) {
                 Ok(file) if !self.tracks(file.identity()) => self.add(file),
                 Ok(_) => {}
                 Err(err) => self.warn_unreadable(path, &err),

@@ -74,8 +74,8 @@ impl K8sAuditConfig {
                 "file",
                 format!(
                     "k8s_audit takes the API server's audit webhook only: point kube-apiserver's \
-                     --audit-webhook-config-file at endpoint; tailing {} is left to the filelog \
-                     receiver and its rotation and checkpoint rules, so remove file here",
+                     --audit-webhook-config-file at endpoint, or tail {} with a filelog \
+                     receiver (format: lines) and its rotation and checkpoint rules",
                     file.display()
                 ),
             ));
