@@ -30,6 +30,15 @@ struct Agent {
 }
 
 fn start(sink: &OtlpSink, processors: &str, max_body: usize) -> Agent {
+    start_with(
+        sink,
+        processors,
+        &format!("max_request_body_size: {max_body}"),
+    )
+}
+
+/// An agent whose `k8s_audit` receiver has `settings` (YAML lines) besides its endpoint.
+fn start_with(sink: &OtlpSink, processors: &str, settings: &str) -> Agent {
     let ports = Ports::free();
     let audit = format!("127.0.0.1:{}", free_port());
     let config = format!(
@@ -37,7 +46,7 @@ fn start(sink: &OtlpSink, processors: &str, max_body: usize) -> Agent {
 receivers:
   k8s_audit:
     endpoint: {audit}
-    max_request_body_size: {max_body}
+    {settings}
 processors:
   operator_tagger: {{}}
   correlator: {{ finalizer_leak: {{ max_age: 2s }} }}
@@ -430,4 +439,36 @@ fn a_full_pipeline_answers_503_and_loses_nothing_it_accepted() {
     );
     let retried = http_post(&agent.audit, "/", &[JSON], &batch(9999)).expect("POST");
     assert_eq!(retried.status, 200, "a retry is taken once there is room");
+}
+
+#[test]
+fn an_audit_log_file_is_tailed_and_its_conflicts_fire() {
+    let sink = OtlpSink::grpc();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("audit.log");
+    std::fs::write(&log, "").expect("create the audit log");
+    let settings = format!(
+        "file: {}\n    storage: {}",
+        log.display(),
+        dir.path().join("state").display()
+    );
+    let agent = start_with(&sink, "operator_tagger, correlator, batch", &settings);
+    let now = now_nanos();
+    let mut lines = String::new();
+    for index in 0..CONFLICTS {
+        let mut event = conflicting_update(index, now - (CONFLICTS - index) * 100_000_000);
+        event["kind"] = json!("Event");
+        event["apiVersion"] = json!("audit.k8s.io/v1");
+        lines.push_str(&format!("{event}\n"));
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, lines.as_bytes()))
+        .expect("append to the audit log");
+    let fired = wait_until(TIMEOUT, || {
+        agent.metric("opscope_signals_total", &[("signal", "write_conflict")]) == 1.0
+    });
+    assert!(fired, "{}", agent.opscope.logs());
+    assert!(sink.wait_for(TIMEOUT, |r| r.log_record_count() == CONFLICTS as usize));
 }

@@ -7,6 +7,7 @@ use opscope_processors::config::FieldError;
 use serde::Deserialize;
 
 use crate::config::check_listen_address;
+use crate::receivers::filelog::config::{FilelogConfig, LineFormat};
 
 const MIB: usize = 1024 * 1024;
 
@@ -23,9 +24,13 @@ pub const STAGES: &[&str] = &[
 pub struct K8sAuditConfig {
     /// Where the webhook listens (`host:port`); every request path is accepted.
     pub endpoint: String,
-    /// An audit log file. Tailing files, through rotation and restarts, is the
-    /// `filelog` receiver's job, so setting it here is an error that says so.
+    /// An audit log file (JSON lines of `Event`, as the API server's log backend
+    /// writes them), tailed as the `filelog` receiver tails files: through rotation,
+    /// and from a checkpoint in `storage` across restarts. The webhook's filters do
+    /// not apply to it.
     pub file: Option<PathBuf>,
+    /// Directory of the file's checkpoint; without it, a restart reads from the end.
+    pub storage: Option<PathBuf>,
     /// Largest batch accepted in bytes, measured after decompression; larger: 413.
     pub max_request_body_size: usize,
     /// Stages whose events become records.
@@ -49,6 +54,7 @@ impl Default for K8sAuditConfig {
         Self {
             endpoint: "127.0.0.1:9765".into(),
             file: None,
+            storage: None,
             max_request_body_size: 16 * MIB,
             stages: vec!["ResponseComplete".into()],
             // Operators act as service accounts; people and the control plane do not.
@@ -68,17 +74,29 @@ impl Default for K8sAuditConfig {
 }
 
 impl K8sAuditConfig {
+    /// The tailing of `file`, as a filelog receiver of one file of lines.
+    pub fn file_tail(&self) -> Option<FilelogConfig> {
+        let file = self.file.as_ref()?;
+        Some(FilelogConfig {
+            include: vec![file.display().to_string()],
+            format: LineFormat::Lines,
+            storage: self.storage.clone(),
+            ..FilelogConfig::default()
+        })
+    }
+
     pub fn validate(&self) -> Result<(), FieldError> {
-        if let Some(file) = &self.file {
-            return Err(FieldError::new(
-                "file",
-                format!(
-                    "k8s_audit takes the API server's audit webhook only: point kube-apiserver's \
-                     --audit-webhook-config-file at endpoint, or tail {} with a filelog \
-                     receiver (format: lines) and its rotation and checkpoint rules",
-                    file.display()
-                ),
-            ));
+        if let Some(tail) = self.file_tail() {
+            tail.validate().map_err(|e| {
+                FieldError::new(
+                    if e.field == "storage" {
+                        "storage"
+                    } else {
+                        "file"
+                    },
+                    e.message,
+                )
+            })?;
         }
         check_listen_address(&self.endpoint).map_err(|m| FieldError::new("endpoint", m))?;
         if self.max_request_body_size == 0 {
@@ -157,14 +175,18 @@ mod tests {
     }
 
     #[test]
-    fn a_file_points_to_the_webhook_and_the_filelog_receiver() {
-        let error = parse(r#"{"file":"/var/log/kube-apiserver/audit.log"}"#)
-            .unwrap()
-            .validate()
-            .unwrap_err();
-        assert_eq!(error.field, "file");
-        assert!(error.message.contains("--audit-webhook-config-file"));
-        assert!(error.message.contains("filelog receiver"));
-        assert!(error.message.contains("/var/log/kube-apiserver/audit.log"));
+    fn a_file_is_tailed_as_lines_with_its_checkpoint() {
+        let config = parse(
+            r#"{"file":"/var/log/kube-apiserver/audit.log","storage":"/var/lib/opscope/audit"}"#,
+        )
+        .unwrap();
+        assert!(config.validate().is_ok());
+        let tail = config.file_tail().expect("a file to tail");
+        assert_eq!(tail.include, ["/var/log/kube-apiserver/audit.log"]);
+        assert_eq!(tail.format, LineFormat::Lines);
+        assert_eq!(
+            tail.storage.as_deref(),
+            Some(std::path::Path::new("/var/lib/opscope/audit"))
+        );
     }
 }

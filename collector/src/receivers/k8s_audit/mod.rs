@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 pub use config::K8sAuditConfig;
 
-use super::{ReceiverContext, ReceiverError};
+use super::{ReceiverContext, ReceiverError, filelog};
 
 /// Binds the webhook's listener (a port in use fails the start) and spawns its
 /// server, which stops after `shutdown` fires and in-flight batches are answered.
@@ -32,5 +32,8 @@ pub async fn start(
         tracing::info!(receiver = %context.id, address = %local, "audit webhook listening");
     }
     tasks.spawn(webhook::serve(listener, config, &context));
+    if let Some(tail) = config.file_tail() {
+        filelog::start(&tail, context, tasks).await?;
+    }
     Ok(())
 }
