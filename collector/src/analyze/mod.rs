@@ -13,13 +13,13 @@ use opscope_processors::correlator::{Correlator, CorrelatorConfig, Signal};
 use opscope_processors::semconv::{LOG_SOURCE, SERVICE_NAME};
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
-use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
+use opscope_proto::otlp::common::v1::{AnyValue, any_value};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::resource::v1::Resource;
 
 use input::{InputError, Line, classify, collect_files, read_lines};
 
-use crate::receivers::filelog::pod::PodIdentity;
+use crate::receivers::filelog::pod::{PodIdentity, string_attribute};
 
 /// Records handed to the tagger at a time (cut only between records, so a stack
 /// trace stays with its error line).
@@ -207,7 +207,7 @@ impl LogChunk {
             body: Some(AnyValue {
                 value: Some(any_value::Value::StringValue(line)),
             }),
-            attributes: vec![string_attribute(LOG_SOURCE, source)],
+            attributes: vec![string_attribute(LOG_SOURCE, &source)],
             ..Default::default()
         });
     }
@@ -245,16 +245,6 @@ impl LogChunk {
     }
 }
 
-fn string_attribute(key: &str, value: String) -> KeyValue {
-    KeyValue {
-        key: key.to_string(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value)),
-        }),
-        ..Default::default()
-    }
-}
-
 /// The resource of a file's lines: the pod from a kubelet path, else the file name
 /// as the service (an operator's log saved as `kuberay-operator.log`).
 fn file_resource(path: &Path) -> Resource {
@@ -270,7 +260,7 @@ fn file_resource(path: &Path) -> Resource {
                 .trim_end_matches(".log")
                 .trim_end_matches(".jsonl")
                 .trim_end_matches(".json");
-            vec![string_attribute(SERVICE_NAME, stem.to_string())]
+            vec![string_attribute(SERVICE_NAME, stem)]
         }
     };
     Resource {

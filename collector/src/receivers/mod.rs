@@ -2,6 +2,7 @@
 //! binds a configured receiver and connects it to the pipelines that list it.
 
 pub mod filelog;
+mod http_body;
 pub mod k8s_audit;
 pub mod otlp;
 pub mod prometheus_scrape;

@@ -7,11 +7,11 @@ mod filter;
 mod records;
 mod webhook;
 
-use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 pub use config::K8sAuditConfig;
 
+use super::http_body::bind;
 use super::{ReceiverContext, ReceiverError, filelog};
 
 /// Binds the webhook's listener (a port in use fails the start) and spawns its
@@ -21,16 +21,7 @@ pub async fn start(
     context: ReceiverContext,
     tasks: &mut JoinSet<()>,
 ) -> Result<(), ReceiverError> {
-    let listener = TcpListener::bind(&config.endpoint)
-        .await
-        .map_err(|source| ReceiverError::Bind {
-            receiver: context.id.clone(),
-            address: config.endpoint.clone(),
-            source,
-        })?;
-    if let Ok(local) = listener.local_addr() {
-        tracing::info!(receiver = %context.id, address = %local, "audit webhook listening");
-    }
+    let listener = bind(&context.id, &config.endpoint).await?;
     tasks.spawn(webhook::serve(listener, config, &context));
     if let Some(tail) = config.file_tail() {
         filelog::start(&tail, context, tasks).await?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
-use axum::body::{Body, Bytes, to_bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::RETRY_AFTER;
@@ -24,6 +24,7 @@ use super::filter::EventFilter;
 use super::records::audit_logs;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
+use crate::receivers::http_body::{Rejection, read_body};
 use crate::self_telemetry::ReceiverMetrics;
 
 #[derive(Clone)]
@@ -32,13 +33,6 @@ struct Webhook {
     metrics: ReceiverMetrics,
     filter: Arc<EventFilter>,
     max_body: usize,
-}
-
-/// A request not taken: its status, the reason counted, the message answered.
-struct Rejection {
-    status: StatusCode,
-    reason: &'static str,
-    message: String,
 }
 
 pub fn serve(
@@ -115,28 +109,6 @@ fn admitted_records(
     let mut events = list.events().map_err(bad_request)?;
     events.retain(|event| filter.admits(event));
     Ok(audit_logs(&events, now_unix_nano()))
-}
-
-/// Reads the body, decompressed on the fly, up to the limit: the limit applies to
-/// the inflated size, so a small compressed bomb is cut off early.
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, Rejection> {
-    to_bytes(body, limit).await.map_err(|err| {
-        let too_large = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
-            .any(|e| e.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            Rejection {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                reason: "too_large",
-                message: format!("request body exceeds {limit} bytes (after decompression)"),
-            }
-        } else {
-            Rejection {
-                status: StatusCode::BAD_REQUEST,
-                reason: "bad_request",
-                message: format!("unreadable request body: {err}"),
-            }
-        }
-    })
 }
 
 fn refusal_response(refusal: Refusal) -> Response {

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use axum::Router;
-use axum::body::{Body, Bytes, to_bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, StatusCode};
@@ -21,6 +21,7 @@ use tower_http::decompression::RequestDecompressionLayer;
 use super::refusal_message;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
+use crate::receivers::http_body::read_body;
 use crate::self_telemetry::ReceiverMetrics;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -138,9 +139,9 @@ async fn export<T: Telemetry>(
     };
     let body = match read_body(body, endpoint.max_body).await {
         Ok(body) => body,
-        Err((status, reason, message)) => {
-            endpoint.metrics.refused(reason, 0);
-            return error(format, status, message);
+        Err(rejection) => {
+            endpoint.metrics.refused(rejection.reason, 0);
+            return error(format, rejection.status, rejection.message);
         }
     };
     let data: T = match format.decode(&body) {
@@ -173,25 +174,6 @@ async fn export<T: Telemetry>(
             response
         }
     }
-}
-
-/// Reads the body, decompressed on the fly, up to the limit: the limit applies to
-/// the inflated size, so a small compressed bomb is cut off early.
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, (StatusCode, &'static str, String)> {
-    to_bytes(body, limit).await.map_err(|err| {
-        let too_large = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
-            .any(|e| e.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            let message = format!("request body exceeds {limit} bytes (after decompression)");
-            (StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
-        } else {
-            (
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("unreadable request body: {err}"),
-            )
-        }
-    })
 }
 
 /// An OTLP error answer: a `google.rpc.Status` in the request's format.

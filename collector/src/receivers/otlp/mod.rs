@@ -5,11 +5,11 @@ pub mod config;
 mod grpc;
 mod http;
 
-use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 pub use config::OtlpReceiverConfig;
 
+use super::http_body::bind;
 use super::{ReceiverContext, ReceiverError};
 use crate::pipeline::Refusal;
 
@@ -27,20 +27,6 @@ pub async fn start(
         tasks.spawn(http::serve(listener, http.max_request_body_size, &context));
     }
     Ok(())
-}
-
-async fn bind(receiver: &str, address: &str) -> Result<TcpListener, ReceiverError> {
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|source| ReceiverError::Bind {
-            receiver: receiver.to_string(),
-            address: address.to_string(),
-            source,
-        })?;
-    if let Ok(local) = listener.local_addr() {
-        tracing::info!(receiver = receiver, address = %local, "listening");
-    }
-    Ok(listener)
 }
 
 /// What a client is told when its request is refused.
