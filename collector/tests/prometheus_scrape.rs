@@ -1,6 +1,7 @@
 //! The scrape receiver of the running agent against a controller-runtime `/metrics`
 //! endpoint on loopback: its series arrive downstream as OTLP metrics, a dead target
-//! reports `up` 0, and a work queue that keeps growing fires `resource_leak`.
+//! reports `up` 0, a work queue that keeps growing fires `resource_leak`, and 409
+//! answers that keep coming fire `write_conflict` on the operator pod.
 
 mod common;
 
@@ -25,8 +26,11 @@ use tokio::runtime::Runtime;
 const TIMEOUT: Duration = Duration::from_secs(30);
 const POD: &str = "kuberay-operator-6bc4f7d9c8-x2k4p";
 
-/// The page a controller-runtime operator serves, with the work queue `depth` given.
-fn controller_runtime_page(depth: u64) -> String {
+/// The page a controller-runtime operator serves at its `scrape`-th scrape: the work
+/// queue grows by one and the 409 answers by two at every scrape.
+fn controller_runtime_page(scrape: u64) -> String {
+    let depth = scrape;
+    let conflicts = 12 + 2 * scrape;
     format!(
         r#"# HELP controller_runtime_active_workers Number of currently used workers per controller
 # TYPE controller_runtime_active_workers gauge
@@ -68,7 +72,7 @@ process_resident_memory_bytes 4.7316992e+07
 # TYPE rest_client_requests_total counter
 rest_client_requests_total{{code="200",host="10.96.0.1:443",method="GET"}} 2274
 rest_client_requests_total{{code="200",host="10.96.0.1:443",method="PUT"}} 1163
-rest_client_requests_total{{code="409",host="10.96.0.1:443",method="PUT"}} 12
+rest_client_requests_total{{code="409",host="10.96.0.1:443",method="PUT"}} {conflicts}
 # HELP workqueue_adds_total Total number of adds handled by workqueue
 # TYPE workqueue_adds_total counter
 workqueue_adds_total{{controller="rayjob",name="rayjob"}} 1204
@@ -90,8 +94,8 @@ struct Seen {
     headers: Mutex<(String, String)>,
 }
 
-/// A controller-runtime metrics endpoint on loopback whose work queue grows by one
-/// at every scrape; served by its own runtime, stopped on drop.
+/// A controller-runtime metrics endpoint on loopback whose work queue and 409 count
+/// grow at every scrape; served by its own runtime, stopped on drop.
 struct MetricsEndpoint {
     addr: SocketAddr,
     seen: Arc<Seen>,
@@ -133,10 +137,10 @@ async fn serve_page(State(seen): State<Arc<Seen>>, headers: HeaderMap) -> impl I
             .to_string()
     };
     *seen.headers.lock().expect("headers lock") = (header(ACCEPT), header(AUTHORIZATION));
-    let depth = seen.scrapes.fetch_add(1, Ordering::SeqCst);
+    let scrape = seen.scrapes.fetch_add(1, Ordering::SeqCst);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        controller_runtime_page(depth),
+        controller_runtime_page(scrape),
     )
 }
 
@@ -325,7 +329,7 @@ service:
 }
 
 #[test]
-fn a_growing_workqueue_from_a_targets_file_fires_resource_leak() {
+fn a_growing_workqueue_and_409s_from_a_targets_file_fire_resource_leak_and_write_conflict() {
     let endpoint = MetricsEndpoint::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let targets = dir.path().join("targets.yaml");
@@ -384,8 +388,20 @@ service:
         ) == 1.0
     });
     assert!(fired, "{}", opscope.logs());
+    let conflicted = wait_until(TIMEOUT, || {
+        opscope.metric_value(
+            &ports.metrics_addr(),
+            "opscope_signals_total",
+            &[("signal", "write_conflict"), ("cause", "stale_cache")],
+        ) == 1.0
+    });
+    assert!(conflicted, "{}", opscope.logs());
     let printed = opscope.logs();
     assert!(printed.contains("resource_leak"), "{printed}");
+    assert!(
+        printed.contains(&format!("write_conflict Pod ray-system/{POD}")),
+        "the 409s are the operator pod's: {printed}"
+    );
     let tagged = sink.received().resource_metrics().any(|r| {
         let attributes = &r.resource.as_ref().expect("a resource").attributes;
         text(attributes, "k8s.pod.name") == Some(POD)

@@ -166,14 +166,14 @@ pub(crate) fn evaluate(
     })
 }
 
-enum ConflictCause {
+pub(crate) enum ConflictCause {
     StaleCache,
     ConcurrentWriters,
     SplitBrain,
 }
 
 impl ConflictCause {
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::StaleCache => "stale_cache",
             Self::ConcurrentWriters => "concurrent_writers",
@@ -181,7 +181,7 @@ impl ConflictCause {
         }
     }
 
-    fn hint(&self) -> &'static str {
+    pub(crate) fn hint(&self) -> &'static str {
         match self {
             Self::StaleCache => {
                 "Updates are made from a stale copy of the object: re-read it before \

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::compact::bounded;
 use crate::kinds::plural_of_kind;
 
 /// Event time: nanoseconds since the Unix epoch.
@@ -94,6 +95,7 @@ pub struct OperatorRef {
 pub enum Event {
     Object(ObjectEvent),
     Gauge(GaugeEvent),
+    Counter(CounterEvent),
 }
 
 impl Event {
@@ -101,6 +103,7 @@ impl Event {
         match self {
             Event::Object(event) => event.time,
             Event::Gauge(event) => event.time,
+            Event::Counter(event) => event.time,
         }
     }
 }
@@ -183,6 +186,34 @@ pub struct ObjectState {
     pub finalizers: Option<Vec<String>>,
 }
 
+/// One operator instance (pod), as the detectors of instance signals key it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct InstanceKey {
+    /// The operator's namespace, which is its pod's.
+    pub(crate) namespace: String,
+    /// The pod name, cut to a bound.
+    pub(crate) instance: String,
+}
+
+impl InstanceKey {
+    pub(crate) fn new(operator: &OperatorRef, instance: &str) -> Self {
+        Self {
+            namespace: operator.namespace.clone(),
+            instance: bounded(instance),
+        }
+    }
+
+    /// The instance as an object: its pod, which instance signals are about.
+    pub(crate) fn pod(&self) -> ObjectRef {
+        ObjectRef {
+            kind: "Pod".to_string(),
+            namespace: self.namespace.clone(),
+            name: self.instance.clone(),
+            ..ObjectRef::default()
+        }
+    }
+}
+
 /// A runtime measurement of one operator instance (`workqueue_depth`,
 /// `go_goroutines`, `process_resident_memory_bytes`).
 #[derive(Debug, Clone, PartialEq)]
@@ -192,6 +223,40 @@ pub struct GaugeEvent {
     pub instance: String,
     pub name: String,
     pub value: f64,
+}
+
+/// A sample of one of an operator instance's own counters: they count for a whole
+/// controller or instance, never per object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterEvent {
+    pub time: Nanos,
+    pub operator: OperatorRef,
+    pub instance: String,
+    pub counter: Counter,
+    /// The controller (or its work queue) counted; empty for counters of the instance.
+    pub controller: String,
+    /// The series' other labels (`code=409,method=PUT`), which tell sibling series
+    /// apart so that each one's resets are followed on its own.
+    pub series: String,
+    pub value: f64,
+    /// False when `value` already is the increase since the previous sample (an OTLP
+    /// delta sum), true for a running total that restarts from zero with the process.
+    pub cumulative: bool,
+}
+
+/// The counters the correlator reads, by what they count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Counter {
+    /// `controller_runtime_reconcile_total{controller,result}`.
+    Reconciles,
+    /// `controller_runtime_reconcile_errors_total{controller}`.
+    ReconcileErrors,
+    /// `workqueue_retries_total{name|controller}`.
+    Retries,
+    /// `rest_client_requests_total{code,method}`, every code.
+    ApiRequests,
+    /// `rest_client_requests_total{code="409"}`: writes refused as conflicts.
+    ApiConflicts,
 }
 
 #[cfg(test)]

@@ -7,12 +7,14 @@ use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::otlp::common::v1::KeyValue;
-use opscope_proto::otlp::metrics::v1::{Metric, metric::Data, number_data_point};
+use opscope_proto::otlp::metrics::v1::{
+    AggregationTemporality, Metric, NumberDataPoint, metric::Data, number_data_point,
+};
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 
 use super::events::{
-    Event, GaugeEvent, Nanos, ObjectEvent, ObjectEventKind, ObjectRef, ObjectState, OperatorRef,
-    Outcome, Reconcile, Write,
+    Counter, CounterEvent, Event, GaugeEvent, Nanos, ObjectEvent, ObjectEventKind, ObjectRef,
+    ObjectState, OperatorRef, Outcome, Reconcile, Write,
 };
 use crate::attributes::{get_bool, get_f64, get_i64, get_str, get_strings};
 use crate::semconv::*;
@@ -109,6 +111,8 @@ pub fn from_metrics(request: &ExportMetricsServiceRequest, out: &mut Vec<Event>)
         {
             if watches(&metric.name) {
                 gauge_events(metric, &operator, instance, out);
+            } else if let Some(counter) = counter_of(&metric.name) {
+                counter_events(metric, counter, &operator, instance, out);
             }
         }
     }
@@ -121,10 +125,8 @@ fn gauge_events(metric: &Metric, operator: &OperatorRef, instance: &str, out: &m
         _ => return,
     };
     for point in points {
-        let value = match point.value {
-            Some(number_data_point::Value::AsDouble(v)) => v,
-            Some(number_data_point::Value::AsInt(v)) => v as f64,
-            None => continue,
+        let Some(value) = point_value(point) else {
+            continue;
         };
         // One series per work queue, labelled `name` by controller-runtime, or
         // `controller` by newer versions.
@@ -143,6 +145,78 @@ fn gauge_events(metric: &Metric, operator: &OperatorRef, instance: &str, out: &m
             name,
             value,
         }));
+    }
+}
+
+/// The counter a metric is, by its Prometheus name (an OTLP SDK may drop `_total`).
+fn counter_of(metric: &str) -> Option<Counter> {
+    match metric.strip_suffix("_total").unwrap_or(metric) {
+        "controller_runtime_reconcile" => Some(Counter::Reconciles),
+        "controller_runtime_reconcile_errors" => Some(Counter::ReconcileErrors),
+        "workqueue_retries" => Some(Counter::Retries),
+        "rest_client_requests" => Some(Counter::ApiRequests),
+        _ => None,
+    }
+}
+
+fn counter_events(
+    metric: &Metric,
+    counter: Counter,
+    operator: &OperatorRef,
+    instance: &str,
+    out: &mut Vec<Event>,
+) {
+    let Some(Data::Sum(sum)) = &metric.data else {
+        return;
+    };
+    let cumulative = sum.aggregation_temporality != AggregationTemporality::Delta as i32;
+    for point in &sum.data_points {
+        let Some(value) = point_value(point) else {
+            continue;
+        };
+        let labels = &point.attributes;
+        // Work-queue series name their queue `name` (older controller-runtime) or
+        // `controller` (newer, which keeps `name` too); the queue is the controller's.
+        let controller = get_str(labels, "controller")
+            .or_else(|| get_str(labels, "name"))
+            .unwrap_or_default();
+        let series: Vec<String> = labels
+            .iter()
+            .filter(|kv| kv.key != "controller" && kv.key != "name")
+            .map(|kv| {
+                format!(
+                    "{}={}",
+                    kv.key,
+                    get_str(labels, &kv.key).unwrap_or_default()
+                )
+            })
+            .collect();
+        let event = CounterEvent {
+            time: point.time_unix_nano,
+            operator: operator.clone(),
+            instance: instance.to_string(),
+            counter,
+            controller: controller.to_string(),
+            series: series.join(","),
+            value,
+            cumulative,
+        };
+        let conflict = counter == Counter::ApiRequests
+            && get_str(labels, "code").is_some_and(|code| code == "409");
+        if conflict {
+            out.push(Event::Counter(CounterEvent {
+                counter: Counter::ApiConflicts,
+                ..event.clone()
+            }));
+        }
+        out.push(Event::Counter(event));
+    }
+}
+
+fn point_value(point: &NumberDataPoint) -> Option<f64> {
+    match point.value? {
+        number_data_point::Value::AsDouble(value) => Some(value),
+        number_data_point::Value::AsInt(value) => Some(value as f64),
     }
 }
 

@@ -2,9 +2,7 @@
 //! or tagged from fixtures by the tagger) and the correlator events they give.
 
 use opscope_proto::otlp::common::v1::any_value::Value;
-use opscope_proto::otlp::metrics::v1::{
-    Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, number_data_point,
-};
+use opscope_proto::otlp::metrics::v1::{Gauge, ResourceMetrics, ScopeMetrics, Sum};
 use opscope_proto::otlp::resource::v1::Resource;
 
 use super::*;
@@ -95,7 +93,7 @@ fn object_events(events: Vec<Event>) -> Vec<ObjectEvent> {
         .into_iter()
         .map(|event| match event {
             Event::Object(event) => event,
-            Event::Gauge(gauge) => panic!("not an object event: {gauge:?}"),
+            other => panic!("not an object event: {other:?}"),
         })
         .collect()
 }
@@ -596,11 +594,102 @@ fn gauges(request: &ExportMetricsServiceRequest) -> Vec<GaugeEvent> {
     from_metrics(request, &mut events);
     events
         .into_iter()
-        .map(|event| match event {
-            Event::Gauge(gauge) => gauge,
+        .filter_map(|event| match event {
+            Event::Gauge(gauge) => Some(gauge),
+            Event::Counter(_) => None,
             Event::Object(object) => panic!("not a gauge: {object:?}"),
         })
         .collect()
+}
+
+fn counters(request: &ExportMetricsServiceRequest) -> Vec<CounterEvent> {
+    let mut events = Vec::new();
+    from_metrics(request, &mut events);
+    events
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::Counter(counter) => Some(counter),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A sum of `name` with one point per label set, each valued 10, of the KubeRay pod.
+fn one_sum(
+    name: &str,
+    temporality: AggregationTemporality,
+    points: &[&[(&str, &str)]],
+) -> ExportMetricsServiceRequest {
+    let mut request = one_gauge(KUBERAY, name, number_data_point::Value::AsInt(10));
+    let metric = &mut request.resource_metrics[0].scope_metrics[0].metrics[0];
+    let point = |labels: &&[(&str, &str)]| NumberDataPoint {
+        attributes: attributes(labels),
+        time_unix_nano: T0,
+        value: Some(number_data_point::Value::AsDouble(10.0)),
+        ..Default::default()
+    };
+    metric.data = Some(Data::Sum(Sum {
+        data_points: points.iter().map(point).collect(),
+        aggregation_temporality: temporality as i32,
+        is_monotonic: true,
+    }));
+    request
+}
+
+#[test]
+fn controller_counters_are_counter_events_per_controller_and_series() {
+    let reconciles = counters(&tagged_metrics(METRICS));
+    assert_eq!(reconciles.len(), 1, "{reconciles:?}");
+    let reconcile = &reconciles[0];
+    assert_eq!(reconcile.counter, Counter::Reconciles);
+    assert_eq!(reconcile.controller, "rayjob");
+    assert_eq!(reconcile.series, "result=success");
+    assert_eq!((reconcile.value, reconcile.cumulative), (1520.0, true));
+    assert_eq!(
+        (reconcile.instance.as_str(), &reconcile.operator),
+        (POD, &kuberay())
+    );
+
+    let cumulative = AggregationTemporality::Cumulative;
+    let requests = counters(&one_sum(
+        "rest_client_requests_total",
+        cumulative,
+        &[
+            &[("code", "200"), ("method", "PUT")],
+            &[("code", "409"), ("method", "PUT")],
+        ],
+    ));
+    let seen: Vec<(Counter, &str)> = requests
+        .iter()
+        .map(|c| (c.counter, c.series.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Counter::ApiRequests, "code=200,method=PUT"),
+            (Counter::ApiConflicts, "code=409,method=PUT"),
+            (Counter::ApiRequests, "code=409,method=PUT"),
+        ]
+    );
+
+    // Older controller-runtime names the work queue `name` only.
+    let retries = counters(&one_sum(
+        "workqueue_retries_total",
+        cumulative,
+        &[&[("name", "raycluster")]],
+    ));
+    assert_eq!(retries[0].counter, Counter::Retries);
+    assert_eq!(retries[0].controller, "raycluster");
+
+    // An OTLP SDK's delta sum, named without `_total`.
+    let errors = counters(&one_sum(
+        "controller_runtime_reconcile_errors",
+        AggregationTemporality::Delta,
+        &[&[("controller", "rayjob")]],
+    ));
+    assert_eq!(errors[0].counter, Counter::ReconcileErrors);
+    assert!(!errors[0].cumulative);
+    assert!(counters(&one_sum("workqueue_adds_total", cumulative, &[&[]])).is_empty());
 }
 
 #[test]

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::compact::{bound_operator, bounded};
 use super::config::{positive, share};
-use super::events::{GaugeEvent, Nanos, ObjectRef, OperatorRef};
+use super::events::{GaugeEvent, InstanceKey, Nanos, ObjectRef, OperatorRef};
 use super::gauge_series::{GaugeSeries, Trend};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
 use super::signal::{MAX_EVIDENCE, Signal, SignalType};
@@ -179,12 +179,6 @@ impl WatchedGauge {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct InstanceKey {
-    namespace: String,
-    instance: String,
-}
-
 /// What the leak detector keeps about one operator instance.
 #[derive(Debug, Clone)]
 struct Instance {
@@ -198,15 +192,9 @@ struct Instance {
 
 impl Instance {
     fn new(key: &InstanceKey, operator: OperatorRef) -> Self {
-        let pod = ObjectRef {
-            kind: "Pod".to_string(),
-            namespace: key.namespace.clone(),
-            name: key.instance.clone(),
-            ..ObjectRef::default()
-        };
         Self {
             operator,
-            pod,
+            pod: key.pod(),
             last_seen: 0,
             gauges: Vec::new(),
             signal: None,
@@ -363,10 +351,7 @@ impl LeakDetector {
             return false;
         }
         bound_operator(&mut event.operator);
-        let key = InstanceKey {
-            namespace: event.operator.namespace.clone(),
-            instance: bounded(&event.instance),
-        };
+        let key = InstanceKey::new(&event.operator, &event.instance);
         if !self.instances.contains_key(&key) {
             self.make_room(now, out);
         }

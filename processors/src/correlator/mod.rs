@@ -2,6 +2,8 @@
 //! instances, and detects reconcile loops, write conflicts, finalizer leaks and
 //! resource leaks from them, on event time.
 
+use std::collections::BTreeSet;
+
 mod compact;
 mod config;
 mod conflict_detector;
@@ -16,6 +18,7 @@ mod lifecycle;
 mod loop_detector;
 mod object_state;
 mod object_table;
+mod operator_counters;
 mod overlap;
 pub mod processor;
 mod recent_reconciles;
@@ -39,16 +42,18 @@ pub use processor::SharedCorrelator;
 pub use signal::{Severity, Signal, SignalState, SignalType};
 
 use compact::bound_object;
-use events::GaugeEvent;
+use events::{CounterEvent, GaugeEvent};
 use leak_detector::LeakDetector;
 use object_state::TrackedObject;
 use object_table::ObjectTable;
+use operator_counters::OperatorCounters;
 use window::nanos;
 
 /// What the correlator holds and has dropped, for self-telemetry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CorrelatorStats {
     pub tracked_objects: usize,
+    /// Operator-instance entries held (gauges and counters are held apart).
     pub tracked_instances: usize,
     /// Objects evicted to make room, in total.
     pub evicted_objects: u64,
@@ -75,6 +80,7 @@ pub struct Correlator {
     watermark: Nanos,
     objects: ObjectTable,
     leaks: LeakDetector,
+    counters: OperatorCounters,
     /// Signals resolved because their subject was evicted, sent with the next advance.
     evicted_signals: Vec<Signal>,
     stats: CorrelatorStats,
@@ -85,6 +91,10 @@ impl Correlator {
         Self {
             objects: ObjectTable::new(config.max_objects),
             leaks: LeakDetector::new(&config.resource_leak),
+            counters: OperatorCounters::new(
+                &config.write_conflict,
+                config.resource_leak.max_instances,
+            ),
             config,
             watermark: 0,
             evicted_signals: Vec::new(),
@@ -104,6 +114,7 @@ impl Correlator {
         let used = match event {
             Event::Object(event) => self.observe_object(event),
             Event::Gauge(event) => self.observe_gauge(event),
+            Event::Counter(event) => self.observe_counter(event),
         };
         if !used {
             self.stats.ignored_events += 1;
@@ -129,8 +140,12 @@ impl Correlator {
         );
         self.leaks
             .sweep(now, idle_expiry, update_interval, &mut out);
+        self.sweep_counters(now, idle_expiry, update_interval, &mut out);
         if let Some(cutoff) = now.checked_sub(idle_expiry) {
             self.stats.expired_objects += self.objects.expire(cutoff) as u64;
+        }
+        for signal in &mut out {
+            self.counters.add_figures(signal, now);
         }
         out
     }
@@ -142,19 +157,25 @@ impl Correlator {
 
     /// The signals firing now, in their latest state.
     pub fn active(&self) -> Vec<Signal> {
-        self.objects
+        let mut active: Vec<Signal> = self
+            .objects
             .entries()
             .flat_map(|entry| entry.object.active())
             .chain(self.leaks.active())
+            .chain(self.counters.active())
             .cloned()
-            .collect()
+            .collect();
+        for signal in &mut active {
+            self.counters.add_figures(signal, self.watermark);
+        }
+        active
     }
 
     pub fn stats(&self) -> CorrelatorStats {
         CorrelatorStats {
             tracked_objects: self.objects.len(),
-            tracked_instances: self.leaks.len(),
-            evicted_instances: self.leaks.evicted(),
+            tracked_instances: self.leaks.len() + self.counters.len(),
+            evicted_instances: self.leaks.evicted() + self.counters.evicted(),
             ..self.stats.clone()
         }
     }
@@ -184,6 +205,34 @@ impl Correlator {
     fn observe_gauge(&mut self, event: GaugeEvent) -> bool {
         self.leaks
             .observe(event, self.watermark, &mut self.evicted_signals)
+    }
+
+    fn observe_counter(&mut self, event: CounterEvent) -> bool {
+        self.counters
+            .observe(event, self.watermark, &mut self.evicted_signals)
+    }
+
+    /// Evaluates the operators' 409 counters, leaving out operators whose conflicts
+    /// object signals already show.
+    fn sweep_counters(
+        &mut self,
+        now: Nanos,
+        idle_expiry: Nanos,
+        update_interval: Nanos,
+        out: &mut Vec<Signal>,
+    ) {
+        let explained: BTreeSet<&str> = if self.counters.len() == 0 {
+            BTreeSet::new()
+        } else {
+            self.objects
+                .entries()
+                .flat_map(|entry| entry.object.active())
+                .filter(|signal| signal.signal == SignalType::WriteConflict)
+                .map(|signal| signal.operator.name.as_str())
+                .collect()
+        };
+        self.counters
+            .sweep(now, &explained, idle_expiry, update_interval, out);
     }
 
     fn evaluate_object(&mut self, slot: usize, out: &mut Vec<Signal>) {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-pub(crate) use super::events::{Event, Nanos, Outcome};
+pub(crate) use super::events::{Counter, CounterEvent, Event, Nanos, Outcome};
 use super::events::{
     GaugeEvent, NANOS_PER_SECOND, ObjectEvent, ObjectEventKind, ObjectRef, ObjectState,
     OperatorRef, Reconcile, Write,
@@ -209,6 +209,36 @@ pub(crate) fn gauge(instance: &str, name: &str, at: Nanos, value: f64) -> Event 
         name: name.into(),
         value,
     })
+}
+
+/// A sample of one counter of an operator instance, as a running total.
+pub(crate) fn counter_event(
+    instance: &str,
+    counter: Counter,
+    controller: &str,
+    at: Nanos,
+    value: f64,
+) -> CounterEvent {
+    CounterEvent {
+        time: at,
+        operator: operator(),
+        instance: instance.into(),
+        counter,
+        controller: controller.into(),
+        series: String::new(),
+        value,
+        cumulative: true,
+    }
+}
+
+pub(crate) fn counter(
+    instance: &str,
+    counter: Counter,
+    controller: &str,
+    at: Nanos,
+    value: f64,
+) -> Event {
+    Event::Counter(counter_event(instance, counter, controller, at, value))
 }
 
 pub(crate) fn correlator() -> Correlator {
