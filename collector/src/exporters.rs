@@ -3,6 +3,7 @@
 //! through a sending queue of its own.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use opscope_exporters::alertmanager::AlertmanagerExporter;
@@ -11,7 +12,7 @@ use opscope_exporters::loki::LokiExporter;
 use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
 use opscope_exporters::prometheus::{PrometheusExporter, RemoteWriteExporter};
 use opscope_exporters::{
-    Batch, QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue, SignalBatch,
+    Batch, LogError, QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue, SignalBatch,
 };
 use opscope_processors::config::FieldError;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
@@ -61,29 +62,64 @@ impl Exporters {
         Ok(Self(built))
     }
 
-    /// Starts a sending queue of `name` for data of type `T`.
+    /// Starts the sending queue of `name` in `pipeline` for data of type `T`.
     pub fn start<T: PipelineData>(
         &self,
         name: &str,
+        pipeline: &str,
         metrics: QueueMetrics,
         abort: CancellationToken,
     ) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
         let missing = || ConfigError::new(format!("exporters.{name}"), "was not built");
         let built = self.0.get(name).ok_or_else(missing)?;
+        // Each pipeline has a queue of its own, so a directory of its own.
+        let dir = built
+            .queue
+            .storage
+            .as_ref()
+            .map(|storage| storage.join(file_name(&format!("{name}-{pipeline}"))));
         let start = Start {
             name,
             queue: &built.queue,
             retry: &built.retry,
             metrics,
             abort,
+            dir: dir.as_deref(),
         };
-        T::start(&built.exporter, start).ok_or_else(|| {
+        let started = T::start(&built.exporter, start).ok_or_else(|| {
             ConfigError::new(
                 format!("exporters.{name}"),
                 format!("cannot carry {}", T::item_name()),
             )
+        })?;
+        started.map_err(|error| {
+            ConfigError::new(
+                format!("exporters.{name}.sending_queue.storage"),
+                format!("cannot open the durable queue: {error}"),
+            )
         })
     }
+
+    /// Whether receivers of a pipeline sending to `name` wait for its queue to hold a
+    /// batch before they answer.
+    pub fn acknowledges_durably(&self, name: &str) -> bool {
+        self.0
+            .get(name)
+            .is_some_and(|built| built.queue.acknowledges_durably())
+    }
+}
+
+/// `name` with every character a file name should not hold replaced.
+fn file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn build(name: &str, config: &ExporterConfig) -> Result<BuiltExporter, FieldError> {
@@ -139,13 +175,14 @@ pub struct Start<'a> {
     retry: &'a RetryConfig,
     metrics: QueueMetrics,
     abort: CancellationToken,
+    dir: Option<&'a Path>,
 }
 
+/// A started sending queue, or why its durable storage cannot be opened.
+type Started<T> = Result<(QueueSender<T>, SendingQueue), LogError>;
+
 impl Start<'_> {
-    fn queue<T: Batch, E: opscope_exporters::Exporter<T>>(
-        self,
-        exporter: &Arc<E>,
-    ) -> (QueueSender<T>, SendingQueue) {
+    fn queue<T: Batch, E: opscope_exporters::Exporter<T>>(self, exporter: &Arc<E>) -> Started<T> {
         SendingQueue::start(
             self.name,
             Arc::clone(exporter),
@@ -153,6 +190,7 @@ impl Start<'_> {
             self.retry,
             self.metrics,
             self.abort,
+            self.dir,
         )
     }
 }
@@ -161,14 +199,14 @@ impl Start<'_> {
 pub trait PipelineData: Batch + Clone {
     /// A sending queue to the exporter, or `None` if it cannot carry this data
     /// (which config validation already refuses).
-    fn start(exporter: &Built, start: Start<'_>) -> Option<(QueueSender<Self>, SendingQueue)>;
+    fn start(exporter: &Built, start: Start<'_>) -> Option<Started<Self>>;
 }
 
 /// Implements [`PipelineData`] for a data type and the exporters that carry it.
 macro_rules! carried_by {
     ($data:ty: $($variant:ident),+) => {
         impl PipelineData for $data {
-            fn start(exporter: &Built, start: Start<'_>) -> Option<(QueueSender<Self>, SendingQueue)> {
+            fn start(exporter: &Built, start: Start<'_>) -> Option<Started<Self>> {
                 #[allow(unreachable_patterns)]
                 match exporter {
                     $(Built::$variant(exporter) => Some(start.queue(exporter)),)+

@@ -31,6 +31,8 @@ pub struct SelfTelemetry {
     send_failed: PerKind<Counter>,
     queue_size: Family<Labels, Gauge>,
     queue_capacity: Family<Labels, Gauge>,
+    queue_corrupt_segments: Family<Labels, Counter>,
+    queue_storage_errors: Family<Labels, Counter>,
     sent_signals: Family<Labels, Counter>,
     send_failed_signals: Family<Labels, Counter>,
     pub signals: Family<Labels, Counter>,
@@ -100,6 +102,18 @@ impl SelfTelemetry {
             "Batches an exporter's sending queue holds",
             queue_capacity.clone(),
         );
+        let queue_corrupt_segments = Family::<Labels, Counter>::default();
+        registry.register(
+            "exporter_queue_corrupt_segments",
+            "Segments of a durable sending queue found with a torn or corrupt tail at start (cut off)",
+            queue_corrupt_segments.clone(),
+        );
+        let queue_storage_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "exporter_queue_storage_errors",
+            "Failed disk operations of a durable sending queue",
+            queue_storage_errors.clone(),
+        );
         let sent_signals = Family::<Labels, Counter>::default();
         registry.register(
             "exporter_sent_signals",
@@ -165,6 +179,8 @@ impl SelfTelemetry {
             send_failed,
             queue_size,
             queue_capacity,
+            queue_corrupt_segments,
+            queue_storage_errors,
         }
     }
 
@@ -193,23 +209,36 @@ impl SelfTelemetry {
         pipeline: &str,
     ) -> QueueMetrics {
         let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
-        QueueMetrics {
-            sent_items: self.sent[kind.index()].get_or_create(&base).clone(),
-            failed_items: self.send_failed[kind.index()].clone(),
-            queue_size: self.queue_size.get_or_create(&base).clone(),
-            queue_capacity: self.queue_capacity.get_or_create(&base).clone(),
-            labels: base,
-        }
+        self.queue_metrics(
+            self.sent[kind.index()].get_or_create(&base).clone(),
+            self.send_failed[kind.index()].clone(),
+            base,
+        )
     }
 
     /// The series of a sending queue of the `signals` pipeline.
     pub fn signal_queue(&self, exporter: &str, pipeline: &str) -> QueueMetrics {
         let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
+        self.queue_metrics(
+            self.sent_signals.get_or_create(&base).clone(),
+            self.send_failed_signals.clone(),
+            base,
+        )
+    }
+
+    fn queue_metrics(
+        &self,
+        sent_items: Counter,
+        failed_items: Family<Labels, Counter>,
+        base: Labels,
+    ) -> QueueMetrics {
         QueueMetrics {
-            sent_items: self.sent_signals.get_or_create(&base).clone(),
-            failed_items: self.send_failed_signals.clone(),
+            sent_items,
+            failed_items,
             queue_size: self.queue_size.get_or_create(&base).clone(),
             queue_capacity: self.queue_capacity.get_or_create(&base).clone(),
+            corrupt_segments: self.queue_corrupt_segments.get_or_create(&base).clone(),
+            storage_errors: self.queue_storage_errors.get_or_create(&base).clone(),
             labels: base,
         }
     }

@@ -9,14 +9,13 @@ use std::sync::Arc;
 use opscope_exporters::SendingQueue;
 use opscope_processors::{Telemetry, TelemetryKind};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec};
 use crate::exporters::{Exporters, PipelineData};
 use crate::extensions::health_check::{self, Readiness};
-use crate::pipeline::{Consumer, Pipeline, SharedProcessors};
+use crate::pipeline::{Consumer, Pipeline, PipelineInput, SharedProcessors};
 use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
 use crate::self_telemetry::SelfTelemetry;
 use crate::signals::SignalOutput;
@@ -202,7 +201,7 @@ impl PipelineBuilder<'_> {
             .filter_map(|id| config.processors.get(id).map(|p| (id.as_str(), p)))
             .collect();
         let exporters: Vec<&str> = spec.config.exporters.iter().map(String::as_str).collect();
-        let (pipeline, input, queues): (Pipeline<T>, mpsc::Sender<T>, _) = Pipeline::build(
+        let (pipeline, input, queues): (Pipeline<T>, PipelineInput<T>, _) = Pipeline::build(
             spec.id,
             &processors,
             self.shared,
@@ -213,7 +212,7 @@ impl PipelineBuilder<'_> {
         )?;
         for receiver in &spec.config.receivers {
             consumer_of(self.consumers.entry(receiver.clone()).or_default())
-                .add_input(input.clone());
+                .add_input(input.clone(), pipeline.acknowledges_durably());
         }
         Ok((Box::pin(pipeline.run()), queues))
     }

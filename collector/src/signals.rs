@@ -68,7 +68,7 @@ impl SignalOutput {
         for (pipeline, name) in config.signal_exporters() {
             let metrics = telemetry.signal_queue(name, pipeline);
             let (output, queue) =
-                exporters.start::<SignalBatch>(name, metrics, abort_exports.clone())?;
+                exporters.start::<SignalBatch>(name, pipeline, metrics, abort_exports.clone())?;
             outputs.push(output);
             queues.push(queue);
         }

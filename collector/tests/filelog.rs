@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use opscope::pipeline::Input;
 use opscope::receivers::filelog::{self, FilelogConfig};
 use opscope::receivers::{Consumers, ReceiverContext};
 use opscope::self_telemetry::SelfTelemetry;
@@ -72,11 +73,11 @@ struct Received {
 impl Received {
     fn drain(
         &self,
-        mut pipeline: mpsc::Receiver<ExportLogsServiceRequest>,
+        mut pipeline: mpsc::Receiver<Input<ExportLogsServiceRequest>>,
     ) -> tokio::task::JoinHandle<()> {
         let received = self.clone();
         tokio::spawn(async move {
-            while let Some(request) = pipeline.recv().await {
+            while let Some(Input { data: request, .. }) = pipeline.recv().await {
                 received.push(request);
             }
         })
@@ -107,11 +108,11 @@ struct Running {
 impl Running {
     async fn start(
         config: &FilelogConfig,
-        pipeline: &mpsc::Sender<ExportLogsServiceRequest>,
+        pipeline: &mpsc::Sender<Input<ExportLogsServiceRequest>>,
         telemetry: &Arc<SelfTelemetry>,
     ) -> Self {
         let mut consumers = Consumers::default();
-        consumers.logs.add_input(pipeline.clone());
+        consumers.logs.add_input(pipeline.clone(), false);
         let shutdown = CancellationToken::new();
         let context = ReceiverContext {
             id: "filelog".into(),
@@ -423,7 +424,7 @@ async fn a_file_rotated_while_the_receiver_was_down_is_finished_before_the_new_o
     assert!(wait_until(WAIT, || input.len() == 1).await, "a first batch");
     receiver.stop().await;
     let received = Received::default();
-    received.push(input.recv().await.expect("the first batch"));
+    received.push(input.recv().await.expect("the first batch").data);
 
     write_lines(&path, 1_000..1_500);
     std::fs::rename(&path, rotated_name(&path, 1)).expect("rename");
@@ -465,7 +466,7 @@ async fn a_full_pipeline_pauses_reading_and_nothing_is_lost() {
     );
 
     let received = Received::default();
-    received.push(input.recv().await.expect("a request"));
+    received.push(input.recv().await.expect("a request").data);
     let draining = received.drain(input);
     let delivered = wait_until(WAIT, || received.count() >= total).await;
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -4,20 +4,32 @@
 use opscope_processors::Telemetry;
 use opscope_processors::correlator::Signal;
 
-/// A batch that knows how many items it holds.
-pub trait Batch: Send + Sync + 'static {
+/// A batch that knows how many items it holds, and how to be kept on disk.
+pub trait Batch: Send + Sync + Sized + 'static {
     /// What one item is called in logs (`spans`, `signals`).
     fn item_name() -> &'static str;
     fn items(&self) -> usize;
+    /// The batch as a durable queue's record.
+    fn to_record(&self) -> Vec<u8>;
+    /// A batch back from a durable queue's record.
+    fn from_record(record: &[u8]) -> Result<Self, String>;
 }
 
-impl<T: Telemetry> Batch for T {
+impl<T: Telemetry + prost::Message + Default> Batch for T {
     fn item_name() -> &'static str {
         T::KIND.item_name()
     }
 
     fn items(&self) -> usize {
         self.item_count()
+    }
+
+    fn to_record(&self) -> Vec<u8> {
+        self.encode_to_vec()
+    }
+
+    fn from_record(record: &[u8]) -> Result<Self, String> {
+        T::decode(record).map_err(|error| error.to_string())
     }
 }
 
@@ -32,5 +44,15 @@ impl Batch for SignalBatch {
 
     fn items(&self) -> usize {
         self.0.len()
+    }
+
+    fn to_record(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.0).unwrap_or_default()
+    }
+
+    fn from_record(record: &[u8]) -> Result<Self, String> {
+        serde_json::from_slice(record)
+            .map(SignalBatch)
+            .map_err(|error| error.to_string())
     }
 }

@@ -14,4 +14,4 @@ pub mod tls;
 
 pub use batch::{Batch, SignalBatch};
 pub use exporter::{Delivery, ExportError, Exporter};
-pub use queue::{QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue};
+pub use queue::{LogError, QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue};

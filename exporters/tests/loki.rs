@@ -148,7 +148,9 @@ async fn through_queue(exporter: LokiExporter, batch: ExportLogsServiceRequest) 
         &fast_retry(),
         metrics.clone(),
         CancellationToken::new(),
-    );
+        None,
+    )
+    .expect("an in-memory queue starts");
     assert!(sender.send(batch).await.is_ok(), "queue accepts the batch");
     drop(sender);
     queue.join().await;

@@ -15,10 +15,10 @@ use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::resource::ResourceProcessor;
 use opscope_processors::tagger::OperatorTagger;
 use opscope_processors::{Processor, ProcessorChain, Telemetry};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use consumer::{Consumer, Refusal};
+pub use consumer::{Consumer, Input, Refusal};
 
 use crate::config::{ConfigError, ProcessorConfig};
 use crate::exporters::{Exporters, PipelineData};
@@ -57,12 +57,19 @@ impl SharedProcessors {
     }
 }
 
+/// Where receivers hand a pipeline their requests.
+pub type PipelineInput<T> = mpsc::Sender<Input<T>>;
+
 /// A pipeline ready to run, with the sending queues of its exporters.
 pub struct Pipeline<T> {
     id: String,
-    input: mpsc::Receiver<T>,
+    input: mpsc::Receiver<Input<T>>,
     chain: ProcessorChain<T>,
     fan_out: FanOut<T>,
+    /// Whether receivers wait for this pipeline's exporters to queue what they sent.
+    acknowledges_durably: bool,
+    /// Acknowledgements of inputs whose data the processors may still hold.
+    unacknowledged: Vec<oneshot::Sender<()>>,
 }
 
 /// The sending queues of a pipeline's exporters.
@@ -82,7 +89,7 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
         built: &Exporters,
         telemetry: &SelfTelemetry,
         abort: &CancellationToken,
-    ) -> Result<(Self, mpsc::Sender<T>, Vec<SendingQueue>), ConfigError> {
+    ) -> Result<(Self, PipelineInput<T>, Vec<SendingQueue>), ConfigError> {
         let chain = ProcessorChain::new(
             processors
                 .iter()
@@ -93,7 +100,7 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
         let mut queues = Vec::new();
         for name in exporters {
             let metrics = telemetry.exporter_queue(T::KIND, name, id);
-            let (sender, queue) = built.start::<T>(name, metrics, abort.clone())?;
+            let (sender, queue) = built.start::<T>(name, id, metrics, abort.clone())?;
             outputs.push((name.to_string(), sender));
             queues.push(queue);
         }
@@ -107,8 +114,15 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
             input,
             chain,
             fan_out,
+            acknowledges_durably: exporters.iter().any(|e| built.acknowledges_durably(e)),
+            unacknowledged: Vec::new(),
         };
         Ok((pipeline, input_sender, queues))
+    }
+
+    /// Whether receivers should wait for this pipeline to acknowledge what they send.
+    pub fn acknowledges_durably(&self) -> bool {
+        self.acknowledges_durably
     }
 
     /// Runs until every receiver has let go of the input and it is drained, then
@@ -124,40 +138,68 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
             };
             let batches = tokio::select! {
                 received = self.input.recv() => match received {
-                    Some(data) => self.chain.process(data, Instant::now()),
+                    Some(Input { data, acknowledge }) => {
+                        self.unacknowledged.extend(acknowledge);
+                        self.chain.process(data, Instant::now())
+                    }
                     None => break,
                 },
                 () = wake => self.chain.on_deadline(Instant::now()),
             };
-            self.fan_out.send_all(batches).await;
+            let queued = self.fan_out.send_all(batches).await;
+            self.acknowledge(queued);
         }
         let rest = self.chain.flush(Instant::now());
-        self.fan_out.send_all(rest).await;
+        let queued = self.fan_out.send_all(rest).await;
+        self.acknowledge(queued);
         tracing::debug!(pipeline = %self.id, "pipeline drained");
+    }
+
+    /// Acknowledges the inputs received so far once the processors hold none of their
+    /// data (a processor that holds data has a deadline) and the exporters' queues took
+    /// all that came out. Inputs whose data a queue lost are not acknowledged: their
+    /// senders are told to retry.
+    fn acknowledge(&mut self, queued: bool) {
+        if !queued {
+            self.unacknowledged.clear();
+            return;
+        }
+        if self.chain.deadline().is_some() {
+            return;
+        }
+        for acknowledge in self.unacknowledged.drain(..) {
+            // The receiver may have given up waiting (its client went away).
+            let _ = acknowledge.send(());
+        }
     }
 }
 
-impl<T: Telemetry> FanOut<T> {
-    /// Hands every batch to every exporter, waiting while a queue is full.
-    async fn send_all(&self, batches: Vec<T>) {
+impl<T: Telemetry + PipelineData> FanOut<T> {
+    /// Hands every batch to every exporter, waiting while a queue is full; false if a
+    /// queue lost one.
+    async fn send_all(&self, batches: Vec<T>) -> bool {
+        let mut queued = true;
         for batch in batches {
             let Some(((last_name, last), others)) = self.outputs.split_last() else {
-                return;
+                return queued;
             };
             for (name, output) in others {
-                self.send(name, output, batch.clone()).await;
+                queued &= self.send(name, output, batch.clone()).await;
             }
-            self.send(last_name, last, batch).await;
+            queued &= self.send(last_name, last, batch).await;
         }
+        queued
     }
 
-    async fn send(&self, exporter: &str, output: &QueueSender<T>, batch: T) {
-        if let Err(batch) = output.send(batch).await {
-            // Only reachable if the exporter's consumers stopped early, which they do
-            // not: the loss is still reported rather than hidden.
-            tracing::error!(pipeline = %self.pipeline, %exporter, items = batch.item_count(),
-                "sending queue closed; batch lost");
-        }
+    async fn send(&self, exporter: &str, output: &QueueSender<T>, batch: T) -> bool {
+        let Err(batch) = output.send(batch).await else {
+            return true;
+        };
+        // Only reachable if the exporter's consumers stopped early, which they do
+        // not: the loss is still reported rather than hidden.
+        tracing::error!(pipeline = %self.pipeline, %exporter, items = batch.item_count(),
+            "sending queue closed; batch lost");
+        false
     }
 }
 

@@ -108,6 +108,12 @@ impl Opscope {
         assert_eq!(result, 0, "kill -TERM {pid}");
     }
 
+    /// `kill -9`: the agent gets no chance to flush or save anything.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill -9 opscope");
+        self.child.wait().expect("reap opscope");
+    }
+
     /// Waits up to `timeout` for the agent to exit.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let mut status = None;

@@ -3,8 +3,11 @@
 //! or the retry budget or the shutdown deadline runs out. Every batch that leaves the
 //! queue undelivered is counted with its reason and logged.
 
+pub mod durable;
 pub mod retry;
+pub mod segment_log;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +19,9 @@ use serde::Deserialize;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use durable::{DurableLimits, DurableQueue};
 pub use retry::{Backoff, RetryConfig};
+pub use segment_log::{Fsync, LogError};
 
 use crate::batch::Batch;
 use crate::exporter::{ExportError, Exporter};
@@ -31,6 +36,21 @@ pub struct QueueConfig {
     pub queue_size: usize,
     /// Batches sent concurrently.
     pub num_consumers: usize,
+    /// A directory to keep the queue in, so that it survives restarts and crashes;
+    /// in memory when absent.
+    pub storage: Option<PathBuf>,
+    /// When a durable queue forces its writes to disk.
+    pub fsync: FsyncPolicy,
+    /// The most a crash can lose with `fsync: interval`.
+    #[serde(deserialize_with = "opscope_processors::config::duration")]
+    pub fsync_interval: Duration,
+    /// Disk a durable queue may use.
+    pub max_size_mib: u64,
+    /// Segment files are this large before the next one starts.
+    pub segment_size_mib: u64,
+    /// `durable`: a receiver answers only once the batch is in this queue (on disk
+    /// for a durable queue); `enqueued`: once the pipeline took it.
+    pub ack: AckPolicy,
 }
 
 impl Default for QueueConfig {
@@ -39,8 +59,29 @@ impl Default for QueueConfig {
             enabled: true,
             queue_size: 1000,
             num_consumers: 10,
+            storage: None,
+            fsync: FsyncPolicy::Interval,
+            fsync_interval: Duration::from_secs(1),
+            max_size_mib: 1024,
+            segment_size_mib: 8,
+            ack: AckPolicy::Enqueued,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncPolicy {
+    Always,
+    Interval,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AckPolicy {
+    Durable,
+    Enqueued,
 }
 
 impl QueueConfig {
@@ -51,7 +92,47 @@ impl QueueConfig {
         if self.enabled && self.num_consumers == 0 {
             return Err(FieldError::new("num_consumers", "must be at least 1"));
         }
+        if self.storage.is_some() && !self.enabled {
+            return Err(FieldError::new("storage", "needs the queue enabled"));
+        }
+        if self.ack == AckPolicy::Durable && self.storage.is_none() {
+            return Err(FieldError::new(
+                "ack",
+                "durable needs storage (a directory for the queue)",
+            ));
+        }
+        if self.max_size_mib == 0 {
+            return Err(FieldError::new("max_size_mib", "must be at least 1"));
+        }
+        if self.segment_size_mib == 0 || self.segment_size_mib > self.max_size_mib {
+            return Err(FieldError::new(
+                "segment_size_mib",
+                "must be at least 1 and at most max_size_mib",
+            ));
+        }
+        if self.fsync == FsyncPolicy::Interval && self.fsync_interval.is_zero() {
+            return Err(FieldError::new("fsync_interval", "must be longer than 0"));
+        }
         Ok(())
+    }
+
+    /// Whether receivers wait for this queue before they answer.
+    pub fn acknowledges_durably(&self) -> bool {
+        self.ack == AckPolicy::Durable
+    }
+
+    fn durable_limits(&self) -> DurableLimits {
+        const MIB: u64 = 1024 * 1024;
+        DurableLimits {
+            batches: self.queue_size as u64,
+            bytes: self.max_size_mib.saturating_mul(MIB),
+            segment_bytes: self.segment_size_mib.saturating_mul(MIB),
+            fsync: match self.fsync {
+                FsyncPolicy::Always => Fsync::Always,
+                FsyncPolicy::Interval => Fsync::Interval(self.fsync_interval),
+                FsyncPolicy::Never => Fsync::Never,
+            },
+        }
     }
 
     fn capacity_and_consumers(&self) -> (usize, usize) {
@@ -78,6 +159,10 @@ pub struct QueueMetrics {
     pub labels: Labels,
     pub queue_size: Gauge,
     pub queue_capacity: Gauge,
+    /// Durable queue: segments found with a torn or corrupt tail at start.
+    pub corrupt_segments: Counter,
+    /// Durable queue: failed disk operations.
+    pub storage_errors: Counter,
 }
 
 impl QueueMetrics {
@@ -89,22 +174,80 @@ impl QueueMetrics {
 }
 
 /// The pipeline's end of a sending queue.
-#[derive(Clone)]
 pub struct QueueSender<T> {
-    sender: async_channel::Sender<T>,
-    queue_size: Gauge,
+    inner: SenderKind<T>,
 }
 
-impl<T> QueueSender<T> {
+impl<T> Clone for QueueSender<T> {
+    fn clone(&self) -> Self {
+        let inner = match &self.inner {
+            SenderKind::Memory { sender, queue_size } => SenderKind::Memory {
+                sender: sender.clone(),
+                queue_size: queue_size.clone(),
+            },
+            SenderKind::Durable { queue, closer } => SenderKind::Durable {
+                queue: Arc::clone(queue),
+                closer: Arc::clone(closer),
+            },
+        };
+        Self { inner }
+    }
+}
+
+enum SenderKind<T> {
+    Memory {
+        sender: async_channel::Sender<T>,
+        queue_size: Gauge,
+    },
+    Durable {
+        queue: Arc<DurableQueue<T>>,
+        closer: Arc<CloseOnDrop>,
+    },
+}
+
+/// Closes a durable queue when the last sender is dropped.
+struct CloseOnDrop(Arc<dyn durable::Close>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+impl<T: Batch> QueueSender<T> {
     /// Waits for room in the queue, which is how a slow exporter pushes back on the
-    /// pipeline. Fails only when the queue has shut down.
+    /// pipeline; a durable queue has the batch in its log when this returns. Fails
+    /// only when the queue has shut down.
     pub async fn send(&self, batch: T) -> Result<(), T> {
-        // Counted before it is in the queue, so a consumer's decrement never comes first.
-        self.queue_size.inc();
-        self.sender.send(batch).await.map_err(|err| {
-            self.queue_size.dec();
-            err.into_inner()
-        })
+        match &self.inner {
+            SenderKind::Memory { sender, queue_size } => {
+                // Counted before it is in the queue, so a consumer's decrement never comes first.
+                queue_size.inc();
+                sender.send(batch).await.map_err(|err| {
+                    queue_size.dec();
+                    err.into_inner()
+                })
+            }
+            SenderKind::Durable { queue, .. } => {
+                queue.push(&batch).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Where the consumers take batches from.
+enum Source<T: Batch> {
+    Memory(async_channel::Receiver<T>),
+    Durable(Arc<DurableQueue<T>>),
+}
+
+impl<T: Batch> Clone for Source<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Memory(receiver) => Self::Memory(receiver.clone()),
+            Self::Durable(queue) => Self::Durable(Arc::clone(queue)),
+        }
     }
 }
 
@@ -115,8 +258,10 @@ pub struct SendingQueue {
 
 impl SendingQueue {
     /// Starts the consumers. They run until every [`QueueSender`] is dropped and the
-    /// queue is empty, or until `abort` fires (then what is left is counted as
-    /// dropped at shutdown).
+    /// queue is empty, or until `abort` fires (then what is left of an in-memory queue
+    /// is counted as dropped at shutdown; a durable queue keeps it for the next start).
+    /// A durable queue lives in `dir` (within the configured storage); opening it fails
+    /// only on disk errors.
     pub fn start<T: Batch, E: Exporter<T>>(
         name: &str,
         exporter: E,
@@ -124,11 +269,30 @@ impl SendingQueue {
         retry: &RetryConfig,
         metrics: QueueMetrics,
         abort: CancellationToken,
-    ) -> (QueueSender<T>, SendingQueue) {
+        dir: Option<&Path>,
+    ) -> Result<(QueueSender<T>, SendingQueue), LogError> {
         let (capacity, consumers) = queue.capacity_and_consumers();
-        let (sender, receiver) = async_channel::bounded(capacity);
         metrics.queue_capacity.set(capacity as i64);
-        let queue_size = metrics.queue_size.clone();
+        let (inner, source) = match dir {
+            Some(dir) => {
+                let durable =
+                    DurableQueue::open(name, dir, queue.durable_limits(), metrics.clone())?;
+                let closer = Arc::new(CloseOnDrop(durable.clone()));
+                let sender = SenderKind::Durable {
+                    queue: Arc::clone(&durable),
+                    closer,
+                };
+                (sender, Source::Durable(durable))
+            }
+            None => {
+                let (sender, receiver) = async_channel::bounded(capacity);
+                let queue_size = metrics.queue_size.clone();
+                (
+                    SenderKind::Memory { sender, queue_size },
+                    Source::Memory(receiver),
+                )
+            }
+        };
         let consumer = Arc::new(Consumer {
             name: name.to_string(),
             exporter,
@@ -139,19 +303,24 @@ impl SendingQueue {
         let mut set = JoinSet::new();
         for _ in 0..consumers {
             let consumer = Arc::clone(&consumer);
-            let receiver = receiver.clone();
-            set.spawn(async move { consumer.run(receiver).await });
+            let source = source.clone();
+            set.spawn(async move { consumer.run(source).await });
         }
-        (
-            QueueSender { sender, queue_size },
-            SendingQueue { consumers: set },
-        )
+        Ok((QueueSender { inner }, SendingQueue { consumers: set }))
     }
 
     /// Waits until the consumers have finished.
     pub async fn join(&mut self) {
         while self.consumers.join_next().await.is_some() {}
     }
+}
+
+/// How one batch's delivery ended.
+enum Delivered {
+    /// Delivered, or given up for good (counted).
+    Done,
+    /// Cut short by the shutdown deadline.
+    Interrupted(&'static str),
 }
 
 struct Consumer<E> {
@@ -163,21 +332,58 @@ struct Consumer<E> {
 }
 
 impl<E> Consumer<E> {
-    async fn run<T: Batch>(&self, receiver: async_channel::Receiver<T>)
+    async fn run<T: Batch>(&self, source: Source<T>)
     where
         E: Exporter<T>,
     {
-        while let Ok(batch) = receiver.recv().await {
-            self.metrics.queue_size.dec();
-            if self.abort.is_cancelled() {
-                self.give_up(&batch, "shutdown", "the shutdown deadline passed");
-                continue;
+        match source {
+            Source::Memory(receiver) => {
+                while let Ok(batch) = receiver.recv().await {
+                    self.metrics.queue_size.dec();
+                    if self.abort.is_cancelled() {
+                        self.give_up(&batch, "shutdown", "the shutdown deadline passed");
+                        continue;
+                    }
+                    if let Delivered::Interrupted(detail) = self.deliver(&batch).await {
+                        self.give_up(&batch, "shutdown", detail);
+                    }
+                }
             }
-            self.deliver(batch).await;
+            Source::Durable(queue) => self.run_durable(&queue).await,
         }
     }
 
-    async fn deliver<T: Batch>(&self, batch: T)
+    /// Delivers from a durable queue until it is drained and closed, or until the
+    /// shutdown deadline: then what is left stays on disk for the next start.
+    async fn run_durable<T: Batch>(&self, queue: &DurableQueue<T>)
+    where
+        E: Exporter<T>,
+    {
+        loop {
+            let next = tokio::select! {
+                next = queue.next() => next,
+                () = self.abort.cancelled() => None,
+            };
+            let Some((sequence, batch)) = next else {
+                break;
+            };
+            match self.deliver(&batch).await {
+                Delivered::Done => queue.complete(sequence).await,
+                Delivered::Interrupted(_) => break,
+            }
+        }
+        if self.abort.is_cancelled() {
+            let kept = queue.pending().await;
+            if kept > 0 {
+                tracing::warn!(exporter = %self.name, batches = kept,
+                    "shutdown deadline: undelivered batches stay in the durable queue for the next start");
+            }
+        }
+    }
+
+    /// Sends one batch until it is delivered or given up for good (both `Done`), or
+    /// the shutdown deadline interrupts it.
+    async fn deliver<T: Batch>(&self, batch: &T) -> Delivered
     where
         E: Exporter<T>,
     {
@@ -185,9 +391,9 @@ impl<E> Consumer<E> {
         let mut backoff = Backoff::new(&self.retry);
         loop {
             let attempt = tokio::select! {
-                result = self.exporter.export(&batch) => result,
+                result = self.exporter.export(batch) => result,
                 () = self.abort.cancelled() => {
-                    return self.give_up(&batch, "shutdown", "the shutdown deadline passed during a send");
+                    return Delivered::Interrupted("the shutdown deadline passed during a send");
                 }
             };
             let (reason, retry_after) = match attempt {
@@ -200,10 +406,11 @@ impl<E> Consumer<E> {
                         tracing::warn!(exporter = %self.name, rejected, message = %delivery.message,
                             "destination rejected part of a batch");
                     }
-                    return;
+                    return Delivered::Done;
                 }
                 Err(ExportError::Permanent { reason }) => {
-                    return self.give_up(&batch, "permanent_error", &reason);
+                    self.give_up(batch, "permanent_error", &reason);
+                    return Delivered::Done;
                 }
                 Err(ExportError::Retryable {
                     reason,
@@ -211,19 +418,21 @@ impl<E> Consumer<E> {
                 }) => (reason, retry_after),
             };
             if !self.retry.enabled {
-                return self.give_up(&batch, "retry_disabled", &reason);
+                self.give_up(batch, "retry_disabled", &reason);
+                return Delivered::Done;
             }
             // A destination may ask for a long pause, but not for longer than this.
             let delay = retry_after
                 .map_or_else(|| backoff.next_delay(), |asked| asked.min(MAX_RETRY_AFTER));
             if self.out_of_budget(started, delay) {
-                return self.give_up(&batch, "retries_exhausted", &reason);
+                self.give_up(batch, "retries_exhausted", &reason);
+                return Delivered::Done;
             }
             tracing::debug!(exporter = %self.name, ?delay, %reason, "export failed, will retry");
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = self.abort.cancelled() => {
-                    return self.give_up(&batch, "shutdown", "the shutdown deadline passed while waiting to retry");
+                    return Delivered::Interrupted("the shutdown deadline passed while waiting to retry");
                 }
             }
         }
@@ -310,7 +519,9 @@ mod tests {
             &retry,
             metrics.clone(),
             CancellationToken::new(),
-        );
+            None,
+        )
+        .unwrap();
         sender.send(spans(3)).await.unwrap();
         drop(sender);
         queue.join().await;

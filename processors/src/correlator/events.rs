@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::compact::bounded;
 use crate::kinds::plural_of_kind;
 
@@ -12,7 +14,7 @@ pub type Nanos = u64;
 pub const NANOS_PER_SECOND: u64 = 1_000_000_000;
 
 /// An object as sources describe it. Any of `kind`/`resource` may be known.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectRef {
     pub group: String,
     /// `RayJob`; empty when only the resource is known.
@@ -81,7 +83,7 @@ impl ObjectRef {
 }
 
 /// The operator a record belongs to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OperatorRef {
     pub name: String,
     /// The operator's own namespace.

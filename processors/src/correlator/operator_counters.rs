@@ -516,7 +516,10 @@ mod tests {
         let signals = feed(&mut correlator, events);
         let fired = conflict_signals(&signals);
         assert!(!fired.is_empty());
-        assert!(fired.iter().all(|s| s.object.kind == "Widget"), "{fired:#?}");
+        assert!(
+            fired.iter().all(|s| s.object.kind == "Widget"),
+            "{fired:#?}"
+        );
         let active = correlator.active();
         let object = conflict_signals(&active)[0];
         assert!(object.figures["operator_conflicts_per_minute"] > 0.0);

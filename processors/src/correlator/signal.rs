@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::events::{Nanos, ObjectRef, OperatorRef};
 use crate::timestamp::format_rfc3339;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum SignalType {
     ReconcileLoop,
     WriteConflict,
@@ -24,7 +26,7 @@ impl SignalType {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Severity {
     Warning,
     /// At ten times the threshold.
@@ -40,7 +42,7 @@ impl Severity {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SignalState {
     Firing,
     Resolved,
@@ -49,7 +51,9 @@ pub enum SignalState {
 /// At most this many evidence references travel with a signal.
 pub const MAX_EVIDENCE: usize = 5;
 
-#[derive(Debug, Clone, PartialEq)]
+/// Serde derives are for a durable queue's records; people and exporters read
+/// [`Signal::to_json`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Signal {
     /// Stable for one (signal, object): the same id from firing to resolved.
     pub id: String,

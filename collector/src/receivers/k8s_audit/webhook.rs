@@ -75,7 +75,7 @@ async fn receive(State(webhook): State<Webhook>, body: Body) -> Response {
     if items == 0 {
         return StatusCode::OK.into_response();
     }
-    match webhook.consumer.push(request) {
+    match webhook.consumer.deliver(request).await {
         Ok(()) => {
             webhook.metrics.accepted(items);
             StatusCode::OK.into_response()
@@ -123,6 +123,12 @@ fn refusal_response(refusal: Refusal) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             [(RETRY_AFTER, "1")],
             "opscope is shutting down; retry later",
+        )
+            .into_response(),
+        Refusal::NotQueued => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(RETRY_AFTER, "1")],
+            "opscope could not queue the events durably; retry later",
         )
             .into_response(),
         Refusal::NoPipeline => (

@@ -51,10 +51,10 @@ impl<T: Telemetry> ExportService<T> {
         Self { consumer, metrics }
     }
 
-    fn accept(&self, request: Request<T>) -> Result<Response<T::Response>, Status> {
+    async fn accept(&self, request: Request<T>) -> Result<Response<T::Response>, Status> {
         let data = request.into_inner();
         let items = data.item_count();
-        match self.consumer.push(data) {
+        match self.consumer.deliver(data).await {
             Ok(()) => {
                 self.metrics.accepted(items);
                 Ok(Response::new(T::Response::default()))
@@ -72,7 +72,7 @@ impl<T: Telemetry> ExportService<T> {
 fn refusal_status(refusal: Refusal) -> Status {
     let message = refusal_message(refusal);
     match refusal {
-        Refusal::Full | Refusal::Closed => Status::with_error_details(
+        Refusal::Full | Refusal::Closed | Refusal::NotQueued => Status::with_error_details(
             Code::Unavailable,
             message,
             ErrorDetails::with_retry_info(Some(RETRY_DELAY)),
@@ -87,7 +87,7 @@ impl TraceService for ExportService<ExportTraceServiceRequest> {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        self.accept(request)
+        self.accept(request).await
     }
 }
 
@@ -97,7 +97,7 @@ impl LogsService for ExportService<ExportLogsServiceRequest> {
         &self,
         request: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
-        self.accept(request)
+        self.accept(request).await
     }
 }
 
@@ -107,7 +107,7 @@ impl MetricsService for ExportService<ExportMetricsServiceRequest> {
         &self,
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        self.accept(request)
+        self.accept(request).await
     }
 }
 

@@ -152,7 +152,7 @@ async fn export<T: Telemetry>(
         }
     };
     let items = data.item_count();
-    match endpoint.consumer.push(data) {
+    match endpoint.consumer.deliver(data).await {
         Ok(()) => {
             endpoint.metrics.accepted(items);
             (
@@ -164,7 +164,9 @@ async fn export<T: Telemetry>(
         Err(refusal) => {
             endpoint.metrics.refused(refusal.reason(), items);
             let status = match refusal {
-                Refusal::Full | Refusal::Closed => StatusCode::SERVICE_UNAVAILABLE,
+                Refusal::Full | Refusal::Closed | Refusal::NotQueued => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
                 Refusal::NoPipeline => StatusCode::NOT_FOUND,
             };
             let mut response = error(format, status, refusal_message(refusal).to_string());

@@ -35,5 +35,6 @@ fn refusal_message(refusal: Refusal) -> &'static str {
         Refusal::Full => "opscope is at capacity; retry later",
         Refusal::Closed => "opscope is shutting down; retry elsewhere or later",
         Refusal::NoPipeline => "no pipeline of this signal type listens to this receiver",
+        Refusal::NotQueued => "opscope could not queue the data durably; retry later",
     }
 }
