@@ -123,7 +123,7 @@ fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
     let stop = Arc::new(AtomicBool::new(false));
     let senders: Vec<_> = (0..4)
         .map(|client| {
-            let (ports, stop) = (ports.clone(), Arc::clone(&stop));
+            let stop = Arc::clone(&stop);
             let from = client * 1_000_000;
             std::thread::spawn(move || send_until_failure(&ports, from, usize::MAX, &stop))
         })
