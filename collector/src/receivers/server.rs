@@ -47,14 +47,14 @@ pub struct ServerSecurity {
 
 impl SecuritySettings<'_> {
     pub fn validate(&self) -> Result<(), FieldError> {
-        let at = |error: FieldError| {
+        let in_server_settings = |error: FieldError| {
             FieldError::new(format!("{}{}", self.at, error.field), error.message)
         };
         if let Some(tls) = self.tls {
-            tls.validate().map_err(at)?;
+            tls.validate().map_err(in_server_settings)?;
         }
         if let Some(auth) = self.auth {
-            auth.validate().map_err(at)?;
+            auth.validate().map_err(in_server_settings)?;
         }
         Ok(())
     }
