@@ -17,6 +17,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::receivers::tls::ReloadMetrics;
+
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// One family per signal type, indexed by [`TelemetryKind`].
@@ -27,6 +29,7 @@ pub struct SelfTelemetry {
     accepted: PerKind<Counter>,
     refused: PerKind<Counter>,
     refused_requests: Family<Labels, Counter>,
+    certificate_reloads: Family<Labels, Counter>,
     sent: PerKind<Counter>,
     send_failed: PerKind<Counter>,
     queue_size: Family<Labels, Gauge>,
@@ -89,6 +92,12 @@ impl SelfTelemetry {
             "receiver_refused_requests",
             "Requests a receiver refused, by signal and reason (including undecodable ones)",
             refused_requests.clone(),
+        );
+        let certificate_reloads = Family::<Labels, Counter>::default();
+        registry.register(
+            "receiver_tls_certificate_reloads",
+            "Reloads of a receiver's TLS certificate after its files changed, by outcome (loaded, failed)",
+            certificate_reloads.clone(),
         );
         let queue_size = Family::<Labels, Gauge>::default();
         registry.register(
@@ -175,6 +184,7 @@ impl SelfTelemetry {
             accepted,
             refused,
             refused_requests,
+            certificate_reloads,
             sent,
             send_failed,
             queue_size,
@@ -199,6 +209,23 @@ impl SelfTelemetry {
             refused_requests: self.refused_requests.clone(),
             labels: base,
             request_labels,
+        }
+    }
+
+    /// The reload counters of one receiver server's TLS certificate.
+    pub fn certificate_reloads(&self, receiver: &str, transport: &str) -> ReloadMetrics {
+        let outcome = |outcome: &str| {
+            self.certificate_reloads
+                .get_or_create(&labels(&[
+                    ("receiver", receiver),
+                    ("transport", transport),
+                    ("outcome", outcome),
+                ]))
+                .clone()
+        };
+        ReloadMetrics {
+            loaded: outcome("loaded"),
+            failed: outcome("failed"),
         }
     }
 

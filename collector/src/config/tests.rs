@@ -184,6 +184,61 @@ const BAD: &[(&str, &str, &str)] = &[
         "exporters.otlp/jaeger.tls.insecure_skip_verify: is not supported by the gRPC exporter",
     ),
     (
+        "      grpc:\n",
+        "      grpc:\n        tls: { cert_file: /nonexistent/cert.pem, key_file: /nonexistent/key.pem }\n",
+        "receivers.otlp.protocols.grpc.tls.cert_file: cannot read /nonexistent/cert.pem: ",
+    ),
+    (
+        "      grpc:\n",
+        "      grpc:\n        tls: { key_file: /nonexistent/key.pem }\n",
+        "receivers.otlp.protocols.grpc.tls.cert_file: is required",
+    ),
+    (
+        "      grpc:\n",
+        "      grpc:\n        tls: { cert_file: /nonexistent/cert.pem }\n",
+        "receivers.otlp.protocols.grpc.tls.key_file: is required",
+    ),
+    (
+        "      grpc:\n",
+        "      grpc:\n        tls: { cert: /etc/cert.pem }\n",
+        "receivers.otlp.protocols.grpc.tls.cert: unknown field `cert`",
+    ),
+    (
+        "      grpc:\n",
+        "      grpc:\n        tls: { cert_file: /c.pem, key_file: /k.pem, reload_interval: soon }\n",
+        "receivers.otlp.protocols.grpc.tls.reload_interval: invalid duration \"soon\"",
+    ),
+    (
+        "endpoint: 127.0.0.1:4318",
+        "endpoint: 127.0.0.1:4318\n        auth: {}",
+        "receivers.otlp.protocols.http.auth: name bearer_tokens, bearer_token_file or basic",
+    ),
+    (
+        "endpoint: 127.0.0.1:4318",
+        "endpoint: 127.0.0.1:4318\n        auth: { bearer_token_file: /nonexistent/tokens }",
+        "receivers.otlp.protocols.http.auth.bearer_token_file: cannot read /nonexistent/tokens: ",
+    ),
+    (
+        "endpoint: 127.0.0.1:4318",
+        "endpoint: 127.0.0.1:4318\n        auth: { basic: { username: agent } }",
+        "receivers.otlp.protocols.http.auth.basic.password: is required",
+    ),
+    (
+        "endpoint: 127.0.0.1:4318",
+        "endpoint: 127.0.0.1:4318\n        auth: { bearer_token: x }",
+        "receivers.otlp.protocols.http.auth.bearer_token: unknown field `bearer_token`",
+    ),
+    (
+        "  otlp:\n    protocols:",
+        "  k8s_audit:\n    tls: { cert_file: /nonexistent/audit.pem, key_file: /nonexistent/audit-key.pem }\n  otlp:\n    protocols:",
+        "receivers.k8s_audit.tls.cert_file: cannot read /nonexistent/audit.pem",
+    ),
+    (
+        "  otlp:\n    protocols:",
+        "  k8s_audit:\n    auth: { bearer_tokens: [\"\"] }\n  otlp:\n    protocols:",
+        "receivers.k8s_audit.auth.bearer_tokens[0]: is empty",
+    ),
+    (
         "service:\n",
         "extras: 1\nservice:\n  extensions: [health_check]\n",
         "extras: unknown key",

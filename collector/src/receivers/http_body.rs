@@ -1,32 +1,13 @@
-//! What the HTTP receivers share: binding a listener, and reading a request body
-//! with a limit on its inflated size.
+//! Reading an HTTP receiver's request body with a limit on its inflated size.
 
 use axum::body::{Body, Bytes, to_bytes};
 use axum::http::StatusCode;
-use tokio::net::TcpListener;
-
-use super::ReceiverError;
 
 /// A request not taken: its status, the reason counted, the message answered.
 pub struct Rejection {
     pub status: StatusCode,
     pub reason: &'static str,
     pub message: String,
-}
-
-/// Binds a receiver's listener; a port in use fails the start with the address.
-pub async fn bind(receiver: &str, address: &str) -> Result<TcpListener, ReceiverError> {
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|source| ReceiverError::Bind {
-            receiver: receiver.to_string(),
-            address: address.to_string(),
-            source,
-        })?;
-    if let Ok(local) = listener.local_addr() {
-        tracing::info!(receiver = receiver, address = %local, "listening");
-    }
-    Ok(listener)
 }
 
 /// Reads the body, decompressed on the fly, up to the limit: the limit applies to

@@ -1,11 +1,15 @@
 //! Receivers: where data enters opscope. Each receiver type is a folder; `start`
 //! binds a configured receiver and connects it to the pipelines that list it.
 
+pub mod auth;
+mod file_watch;
 pub mod filelog;
 mod http_body;
 pub mod k8s_audit;
 pub mod otlp;
 pub mod prometheus_scrape;
+mod server;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -43,6 +47,12 @@ pub enum ReceiverError {
         receiver: String,
         address: String,
         source: std::io::Error,
+    },
+    #[error("receivers.{receiver}.{at}{source}")]
+    Security {
+        receiver: String,
+        at: &'static str,
+        source: opscope_processors::config::FieldError,
     },
     #[error(transparent)]
     Filelog(#[from] filelog::FilelogError),

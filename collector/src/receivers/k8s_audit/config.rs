@@ -7,7 +7,10 @@ use opscope_processors::config::FieldError;
 use serde::Deserialize;
 
 use crate::config::check_listen_address;
+use crate::receivers::auth::AuthConfig;
 use crate::receivers::filelog::config::{FilelogConfig, LineFormat};
+use crate::receivers::server::SecuritySettings;
+use crate::receivers::tls::ServerTlsConfig;
 
 const MIB: usize = 1024 * 1024;
 
@@ -47,6 +50,12 @@ pub struct K8sAuditConfig {
     pub resources: Vec<String>,
     /// Globs on the resource of events skipped even when `resources` matches.
     pub exclude_resources: Vec<String>,
+    /// The webhook's server certificate; the API server's webhook kubeconfig
+    /// then names the CA in `certificate-authority`.
+    pub tls: Option<ServerTlsConfig>,
+    /// Credentials the API server must present (its webhook kubeconfig's `token`
+    /// or `username`/`password`).
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for K8sAuditConfig {
@@ -69,6 +78,8 @@ impl Default for K8sAuditConfig {
                 "events".into(),
                 "events.events.k8s.io".into(),
             ],
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -83,6 +94,14 @@ impl K8sAuditConfig {
             storage: self.storage.clone(),
             ..FilelogConfig::default()
         })
+    }
+
+    pub fn security(&self) -> SecuritySettings<'_> {
+        SecuritySettings {
+            tls: self.tls.as_ref(),
+            auth: self.auth.as_ref(),
+            at: "",
+        }
     }
 
     pub fn validate(&self) -> Result<(), FieldError> {
@@ -106,6 +125,7 @@ impl K8sAuditConfig {
             ));
         }
         check_stages(&self.stages)?;
+        self.security().validate()?;
         for (field, patterns) in [("users", &self.users), ("resources", &self.resources)] {
             if patterns.is_empty() {
                 return Err(FieldError::new(

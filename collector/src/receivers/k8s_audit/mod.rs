@@ -11,7 +11,8 @@ use tokio::task::JoinSet;
 
 pub use config::K8sAuditConfig;
 
-use super::http_body::bind;
+use super::server::bind;
+use super::tls::Alpn;
 use super::{ReceiverContext, ReceiverError, filelog};
 
 /// Binds the webhook's listener (a port in use fails the start) and spawns its
@@ -21,8 +22,11 @@ pub async fn start(
     context: ReceiverContext,
     tasks: &mut JoinSet<()>,
 ) -> Result<(), ReceiverError> {
+    let security = config
+        .security()
+        .build(Alpn::Http2AndHttp1, "http", &context)?;
     let listener = bind(&context.id, &config.endpoint).await?;
-    tasks.spawn(webhook::serve(listener, config, &context));
+    tasks.spawn(webhook::serve(listener, config, security, &context));
     if let Some(tail) = config.file_tail() {
         filelog::start(&tail, context, tasks).await?;
     }

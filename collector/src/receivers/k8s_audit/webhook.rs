@@ -24,7 +24,9 @@ use super::filter::EventFilter;
 use super::records::audit_logs;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
+use crate::receivers::auth::HttpGuard;
 use crate::receivers::http_body::{Rejection, read_body};
+use crate::receivers::server::{ServerSecurity, serve_http};
 use crate::self_telemetry::ReceiverMetrics;
 
 #[derive(Clone)]
@@ -38,13 +40,15 @@ struct Webhook {
 pub fn serve(
     listener: TcpListener,
     config: &K8sAuditConfig,
+    security: ServerSecurity,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
+    let metrics = context
+        .telemetry
+        .receiver(TelemetryKind::Logs, &context.id, "http");
     let webhook = Webhook {
         consumer: context.consumers.logs.clone(),
-        metrics: context
-            .telemetry
-            .receiver(TelemetryKind::Logs, &context.id, "http"),
+        metrics: metrics.clone(),
         filter: Arc::new(EventFilter::new(config)),
         max_body: config.max_request_body_size,
     };
@@ -52,17 +56,16 @@ pub fn serve(
     let router = Router::new()
         .route("/", post(receive))
         .route("/{*path}", post(receive))
-        .with_state(webhook)
+        .with_state(webhook);
+    let router = HttpGuard::protect(router, security.authenticator.as_ref(), metrics)
         .layer(RequestDecompressionLayer::new());
-    let shutdown = context.shutdown.clone();
-    let id = context.id.clone();
-    async move {
-        let server =
-            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
-        if let Err(err) = server.await {
-            tracing::error!(receiver = %id, %err, "audit webhook server failed");
-        }
-    }
+    serve_http(
+        listener,
+        security.tls,
+        router,
+        context.shutdown.clone(),
+        context.id.clone(),
+    )
 }
 
 async fn receive(State(webhook): State<Webhook>, body: Body) -> Response {

@@ -4,6 +4,9 @@ use opscope_processors::config::FieldError;
 use serde::{Deserialize, Deserializer};
 
 use crate::config::check_listen_address;
+use crate::receivers::auth::AuthConfig;
+use crate::receivers::server::SecuritySettings;
+use crate::receivers::tls::ServerTlsConfig;
 
 const MIB: usize = 1024 * 1024;
 
@@ -29,6 +32,8 @@ pub struct GrpcConfig {
     pub endpoint: String,
     /// Largest request accepted, in MiB; larger ones get RESOURCE_EXHAUSTED.
     pub max_recv_msg_size_mib: usize,
+    pub tls: Option<ServerTlsConfig>,
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for GrpcConfig {
@@ -36,6 +41,8 @@ impl Default for GrpcConfig {
         Self {
             endpoint: "127.0.0.1:4317".into(),
             max_recv_msg_size_mib: 4,
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -46,6 +53,8 @@ pub struct HttpConfig {
     pub endpoint: String,
     /// Largest request body accepted in bytes, measured after decompression.
     pub max_request_body_size: usize,
+    pub tls: Option<ServerTlsConfig>,
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for HttpConfig {
@@ -53,6 +62,8 @@ impl Default for HttpConfig {
         Self {
             endpoint: "127.0.0.1:4318".into(),
             max_request_body_size: 20 * MIB,
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -60,6 +71,24 @@ impl Default for HttpConfig {
 impl GrpcConfig {
     pub fn max_message_bytes(&self) -> usize {
         self.max_recv_msg_size_mib.saturating_mul(MIB)
+    }
+
+    pub fn security(&self) -> SecuritySettings<'_> {
+        SecuritySettings {
+            tls: self.tls.as_ref(),
+            auth: self.auth.as_ref(),
+            at: "protocols.grpc.",
+        }
+    }
+}
+
+impl HttpConfig {
+    pub fn security(&self) -> SecuritySettings<'_> {
+        SecuritySettings {
+            tls: self.tls.as_ref(),
+            auth: self.auth.as_ref(),
+            at: "protocols.http.",
+        }
     }
 }
 
@@ -77,6 +106,7 @@ impl OtlpReceiverConfig {
                     "must be at least 1",
                 ));
             }
+            grpc.security().validate()?;
         }
         if let Some(http) = &self.protocols.http {
             check_listen_address(&http.endpoint)
@@ -87,6 +117,7 @@ impl OtlpReceiverConfig {
                     "must be at least 1",
                 ));
             }
+            http.security().validate()?;
         }
         Ok(())
     }

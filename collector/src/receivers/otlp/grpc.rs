@@ -27,6 +27,7 @@ use opscope_proto::otlp::collector::trace::v1::{
 };
 use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
@@ -35,6 +36,9 @@ use tonic_types::{ErrorDetails, StatusExt};
 use super::refusal_message;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
+use crate::receivers::auth::GrpcGuard;
+use crate::receivers::server::ServerSecurity;
+use crate::receivers::tls::TlsListener;
 use crate::self_telemetry::ReceiverMetrics;
 
 /// How long a refused client is asked to wait before retrying.
@@ -114,11 +118,16 @@ impl MetricsService for ExportService<ExportMetricsServiceRequest> {
 pub fn serve(
     listener: TcpListener,
     max_message_bytes: usize,
+    security: ServerSecurity,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
     let gzip = CompressionEncoding::Gzip;
     let zstd = CompressionEncoding::Zstd;
+    let guard = |kind| {
+        let metrics = context.telemetry.receiver(kind, &context.id, "grpc");
+        GrpcGuard::new(security.authenticator.as_ref(), metrics)
+    };
     let traces = TraceServiceServer::new(ExportService::new(consumers.traces.clone(), context))
         .accept_compressed(gzip)
         .accept_compressed(zstd)
@@ -135,19 +144,34 @@ pub fn serve(
         metrics: TelemetryKind::ALL
             .map(|kind| context.telemetry.receiver(kind, &context.id, "grpc")),
     };
+    // The guards run on the request's headers, before its message is read.
     let router = Server::builder()
         .layer(corrections)
-        .add_service(traces)
-        .add_service(logs)
-        .add_service(metrics);
+        .add_service(InterceptedService::new(
+            traces,
+            guard(TelemetryKind::Traces),
+        ))
+        .add_service(InterceptedService::new(logs, guard(TelemetryKind::Logs)))
+        .add_service(InterceptedService::new(
+            metrics,
+            guard(TelemetryKind::Metrics),
+        ));
     let shutdown = context.shutdown.clone();
     let id = context.id.clone();
+    let tls = security.tls;
     async move {
-        let incoming = TcpIncoming::from(listener);
-        if let Err(err) = router
-            .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-            .await
-        {
+        let stopped = shutdown.cancelled_owned();
+        let result = match tls {
+            Some(config) => {
+                let incoming = TlsListener::new(listener, config, &id).into_stream();
+                router.serve_with_incoming_shutdown(incoming, stopped).await
+            }
+            None => {
+                let incoming = TcpIncoming::from(listener);
+                router.serve_with_incoming_shutdown(incoming, stopped).await
+            }
+        };
+        if let Err(err) = result {
             tracing::error!(receiver = %id, %err, "OTLP/gRPC server failed");
         }
     }

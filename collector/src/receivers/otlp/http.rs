@@ -2,6 +2,7 @@
 //! bodies, gzip or zstd content encoding, answered in the request's content type.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
@@ -21,7 +22,9 @@ use tower_http::decompression::RequestDecompressionLayer;
 use super::refusal_message;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
+use crate::receivers::auth::{Authenticator, HttpGuard};
 use crate::receivers::http_body::read_body;
+use crate::receivers::server::{ServerSecurity, serve_http};
 use crate::self_telemetry::ReceiverMetrics;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -83,48 +86,54 @@ struct Endpoint<T> {
 pub fn serve(
     listener: TcpListener,
     max_body: usize,
+    security: ServerSecurity,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
+    let authenticator = security.authenticator.as_ref();
     let router = Router::new()
         .merge(route::<ExportTraceServiceRequest>(
             consumers.traces.clone(),
             max_body,
+            authenticator,
             context,
         ))
         .merge(route::<ExportLogsServiceRequest>(
             consumers.logs.clone(),
             max_body,
+            authenticator,
             context,
         ))
         .merge(route::<ExportMetricsServiceRequest>(
             consumers.metrics.clone(),
             max_body,
+            authenticator,
             context,
         ))
         .layer(RequestDecompressionLayer::new());
-    let shutdown = context.shutdown.clone();
-    let id = context.id.clone();
-    async move {
-        let server =
-            axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned());
-        if let Err(err) = server.await {
-            tracing::error!(receiver = %id, %err, "OTLP/HTTP server failed");
-        }
-    }
+    serve_http(
+        listener,
+        security.tls,
+        router,
+        context.shutdown.clone(),
+        context.id.clone(),
+    )
 }
 
 fn route<T: Telemetry>(
     consumer: Consumer<T>,
     max_body: usize,
+    authenticator: Option<&Arc<Authenticator>>,
     context: &ReceiverContext,
 ) -> Router {
+    let metrics = context.telemetry.receiver(T::KIND, &context.id, "http");
     let endpoint = Endpoint {
         consumer,
-        metrics: context.telemetry.receiver(T::KIND, &context.id, "http"),
+        metrics: metrics.clone(),
         max_body,
     };
-    Router::new().route(T::HTTP_PATH, post(export::<T>).with_state(endpoint))
+    let router = Router::new().route(T::HTTP_PATH, post(export::<T>).with_state(endpoint));
+    HttpGuard::protect(router, authenticator, metrics)
 }
 
 async fn export<T: Telemetry>(

@@ -9,7 +9,8 @@ use tokio::task::JoinSet;
 
 pub use config::OtlpReceiverConfig;
 
-use super::http_body::bind;
+use super::server::bind;
+use super::tls::Alpn;
 use super::{ReceiverContext, ReceiverError};
 use crate::pipeline::Refusal;
 
@@ -19,12 +20,26 @@ pub async fn start(
     tasks: &mut JoinSet<()>,
 ) -> Result<(), ReceiverError> {
     if let Some(grpc) = &config.protocols.grpc {
+        let security = grpc.security().build(Alpn::Http2, "grpc", &context)?;
         let listener = bind(&context.id, &grpc.endpoint).await?;
-        tasks.spawn(grpc::serve(listener, grpc.max_message_bytes(), &context));
+        tasks.spawn(grpc::serve(
+            listener,
+            grpc.max_message_bytes(),
+            security,
+            &context,
+        ));
     }
     if let Some(http) = &config.protocols.http {
+        let security = http
+            .security()
+            .build(Alpn::Http2AndHttp1, "http", &context)?;
         let listener = bind(&context.id, &http.endpoint).await?;
-        tasks.spawn(http::serve(listener, http.max_request_body_size, &context));
+        tasks.spawn(http::serve(
+            listener,
+            http.max_request_body_size,
+            security,
+            &context,
+        ));
     }
     Ok(())
 }
