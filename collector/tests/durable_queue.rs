@@ -1,7 +1,7 @@
 //! The durable sending queue of the running agent: what it acknowledged survives
 //! `kill -9` and SIGTERM while the backend is down, and is delivered after the next
-//! start; a torn segment tail is cut off and counted; a full queue refuses with a
-//! retryable answer.
+//! start; a torn segment tail is cut off and counted; a full queue, or a full disk (a
+//! 1 MiB tmpfs), refuses with a retryable answer and keeps what it took.
 
 mod common;
 
@@ -14,6 +14,8 @@ use std::time::Duration;
 use common::{Behaviour, Opscope, OtlpSink, Ports};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use tokio::runtime::Runtime;
 use tonic::Code;
@@ -258,6 +260,125 @@ fn a_full_durable_queue_refuses_with_a_retryable_answer_and_keeps_what_it_took()
     sink.release();
     let _restarted = Opscope::start(&config, &ports.health_addr());
     assert_all_arrived(&sink, &acknowledged);
+}
+
+/// A 1 MiB tmpfs mounted for the test, unmounted on drop; `None` where mounting is
+/// not permitted (not root), which fails the test when `OPSCOPE_REQUIRE_BACKENDS=1`.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount() -> Option<Self> {
+        let dir = tempfile::tempdir().expect("mount point");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match mounted {
+            Ok(output) if output.status.success() => Some(Self { dir }),
+            outcome => {
+                let reason = format!("cannot mount a tmpfs: {outcome:?}");
+                assert!(!opscope_testkit::backend::backends_required(), "{reason}");
+                eprintln!("skipped: {reason}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_new_data_and_keeps_what_it_took() {
+    let Some(disk) = SmallDisk::mount() else {
+        return;
+    };
+    let sink = OtlpSink::grpc();
+    sink.set_behaviour(Behaviour::Fail {
+        code: Code::Unavailable,
+        times: usize::MAX,
+    });
+    let ports = Ports::free();
+    let config = config(&ports, &sink, disk.dir.path(), ", segment_size_mib: 1");
+    let opscope = Opscope::start(&config, &ports.health_addr());
+
+    // Requests of about 40 KiB: the 1 MiB disk fills after a few dozen.
+    let runtime = Runtime::new().expect("client runtime");
+    let mut client: TraceServiceClient<Channel> = runtime
+        .block_on(TraceServiceClient::connect(ports.grpc_url()))
+        .expect("connect to opscope");
+    let mut acknowledged = Vec::new();
+    let mut refusal = None;
+    for n in 0..400 {
+        let mut request = spans(n);
+        for span in request.resource_spans[0].scope_spans[0].spans.iter_mut() {
+            span.attributes.push(KeyValue {
+                key: "padding".into(),
+                value: Some(AnyValue {
+                    value: Some(Value::StringValue(format!("{n:08}").repeat(1000))),
+                }),
+                ..Default::default()
+            });
+        }
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(Duration::from_millis(500));
+        // Requests already in the pipeline wait for room until the client's deadline;
+        // once the pipeline is full, new ones are refused at once.
+        match runtime.block_on(client.export(request)) {
+            Ok(_) if refusal.is_none() => acknowledged.push(n),
+            Ok(_) => {}
+            Err(status) if status.code() == Code::Unavailable => {
+                refusal = Some(status);
+                break;
+            }
+            Err(status) => refusal = Some(status),
+        }
+    }
+    let refusal = refusal.expect("a full disk refuses new data");
+    assert_eq!(
+        refusal.code(),
+        Code::Unavailable,
+        "a retryable answer: {refusal:?}"
+    );
+    assert!(acknowledged.len() >= 5, "{acknowledged:?}");
+    let counted = common::wait_until(TIMEOUT, || {
+        opscope.metric_value(
+            &ports.metrics_addr(),
+            "opscope_exporter_queue_storage_errors_total",
+            &[("exporter", "otlp/sink")],
+        ) >= 1.0
+    });
+    assert!(counted, "the failed appends are counted");
+    assert!(opscope.logs().contains("cannot append"));
+
+    // The backend comes back: the queue drains, frees the disk, and takes data again.
+    sink.release();
+    let duplicates = assert_all_arrived(&sink, &acknowledged);
+    assert_eq!(duplicates, 0);
+    let started = std::time::Instant::now();
+    let accepted_again = common::wait_until(TIMEOUT, || {
+        runtime.block_on(client.export(spans(10_000))).is_ok()
+    });
+    assert!(accepted_again, "accepted again once there is room");
+    println!(
+        "{} requests acknowledged before the disk filled; accepted again {:?} after the backend came back",
+        acknowledged.len(),
+        started.elapsed()
+    );
+    assert!(
+        sink.wait_for(TIMEOUT, |received| received
+            .spans()
+            .any(|s| s.name == "request-10000-span-0")),
+        "{}",
+        opscope.logs()
+    );
 }
 
 /// The segment file with the highest first sequence number under `storage`.

@@ -289,11 +289,19 @@ impl SegmentLog {
             return Ok(());
         }
         self.write_offset()?;
+        // The segment being written goes too once everything is done, so that a small
+        // disk is freed; the next append starts a new one.
+        let all_done = self.committed >= self.next_sequence;
         while let Some(first) = self.segments.front() {
             let behind = first.end() <= self.committed;
             let writing = self.segments.len() == 1;
-            if !behind || writing {
+            if !behind || (writing && !all_done) {
                 break;
+            }
+            if writing {
+                self.sync_if_due(true)?;
+                self.writer = None;
+                self.cursor.file = None;
             }
             if let Some(segment) = self.segments.pop_front() {
                 remove(&segment.path);
@@ -579,9 +587,26 @@ mod tests {
             log.complete(n).unwrap();
         }
         assert_eq!(log.pending(), 0);
-        assert_eq!(log.segments.len(), 1, "all but the one being written");
-        let files = list_segments(dir.path()).unwrap().len();
-        assert_eq!(files, 1, "{before} segments before");
+        assert!(log.segments.is_empty(), "{before} segments before");
+        assert_eq!(list_segments(dir.path()).unwrap().len(), 0);
+        assert_eq!(log.append(&record(20)).unwrap(), 20, "a new segment");
+        assert_eq!(drain(&mut log), [(20, record(20))]);
+        drop(log);
+        let (_, recovery) = open(dir.path());
+        assert_eq!(recovery.pending, 1);
+    }
+
+    #[test]
+    fn the_segment_being_written_stays_while_records_in_it_are_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = SegmentLog::open(dir.path(), 1 << 20, Fsync::Never).unwrap();
+        for n in 0..3 {
+            log.append(&record(n)).unwrap();
+        }
+        drain(&mut log);
+        log.complete(0).unwrap();
+        log.complete(1).unwrap();
+        assert_eq!(list_segments(dir.path()).unwrap().len(), 1);
     }
 
     #[test]
