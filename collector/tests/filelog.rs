@@ -111,8 +111,18 @@ impl Running {
         pipeline: &mpsc::Sender<Input<ExportLogsServiceRequest>>,
         telemetry: &Arc<SelfTelemetry>,
     ) -> Self {
+        Self::start_acknowledged(config, pipeline, telemetry, false).await
+    }
+
+    /// Starts the receiver feeding a pipeline that acknowledges durably or not.
+    async fn start_acknowledged(
+        config: &FilelogConfig,
+        pipeline: &mpsc::Sender<Input<ExportLogsServiceRequest>>,
+        telemetry: &Arc<SelfTelemetry>,
+        durable: bool,
+    ) -> Self {
         let mut consumers = Consumers::default();
-        consumers.logs.add_input(pipeline.clone(), false);
+        consumers.logs.add_input(pipeline.clone(), durable);
         let shutdown = CancellationToken::new();
         let context = ReceiverContext {
             id: "filelog".into(),
@@ -609,4 +619,57 @@ async fn a_damaged_checkpoint_fails_the_start_with_its_path() {
         "{message}"
     );
     assert!(message.contains("filelog.checkpoint.json"), "{message}");
+}
+
+/// The offsets of the checkpoint, by path; empty when there is none.
+fn checkpointed_offsets(logs: &PodLogs) -> Vec<u64> {
+    let text = std::fs::read_to_string(logs.storage().join("filelog.checkpoint.json"))
+        .unwrap_or_default();
+    let Ok(checkpoint) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    checkpoint["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|file| file["position"]["offset"].as_u64())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_durable_pipeline_the_checkpoint_waits_for_its_confirmation() {
+    let logs = PodLogs::new();
+    let path = logs.log(0);
+    write_lines(&path, 0..500);
+    let size = std::fs::metadata(&path).expect("the log").len();
+    let telemetry = Arc::new(SelfTelemetry::new());
+    let config = logs.config(json!({"storage": logs.storage(), "max_batch": 100}));
+    let (pipeline, mut input) = mpsc::channel::<Input<ExportLogsServiceRequest>>(16);
+    let receiver = Running::start_acknowledged(&config, &pipeline, &telemetry, true).await;
+
+    // The pipeline takes every batch but confirms none yet.
+    let mut held = Vec::new();
+    let mut taken = 0;
+    while taken < 500 {
+        let Ok(Some(Input { data, acknowledge })) =
+            tokio::time::timeout(WAIT, input.recv()).await
+        else {
+            panic!("only {taken} of 500 lines taken");
+        };
+        taken += records(&data).len();
+        held.extend(acknowledge);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        checkpointed_offsets(&logs).iter().all(|offset| *offset == 0),
+        "nothing is checkpointed before it is confirmed: {:?}",
+        checkpointed_offsets(&logs)
+    );
+
+    for acknowledge in held {
+        acknowledge.send(()).expect("the receiver waits");
+    }
+    let caught_up = wait_until(WAIT, || checkpointed_offsets(&logs) == [size]).await;
+    assert!(caught_up, "{:?} of {size}", checkpointed_offsets(&logs));
+    receiver.stop().await;
 }

@@ -39,6 +39,49 @@ impl Refusal {
     }
 }
 
+/// The confirmations due for data handed to pipelines that acknowledge durably;
+/// empty when none does.
+#[derive(Debug, Default)]
+pub struct Acknowledgements(Vec<oneshot::Receiver<()>>);
+
+impl Acknowledgements {
+    /// Adds the confirmations of later data.
+    pub fn extend(&mut self, later: Acknowledgements) {
+        self.0.extend(later.0);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Without waiting: `Some(true)` once every confirmation came, `Some(false)` if a
+    /// pipeline dropped one (the data may not be queued), `None` while some are due.
+    pub fn settled(&mut self) -> Option<bool> {
+        let mut failed = false;
+        self.0
+            .retain_mut(|acknowledged| match acknowledged.try_recv() {
+                Ok(()) => false,
+                Err(oneshot::error::TryRecvError::Empty) => true,
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    failed = true;
+                    false
+                }
+            });
+        if failed {
+            return Some(false);
+        }
+        self.0.is_empty().then_some(true)
+    }
+
+    /// Waits, blocking the thread, for every confirmation; false if one failed. For
+    /// receivers that do their work on blocking threads.
+    pub fn wait_blocking(self) -> bool {
+        self.0
+            .into_iter()
+            .all(|acknowledged| acknowledged.blocking_recv().is_ok())
+    }
+}
+
 /// The inputs of the pipelines one receiver feeds with one signal type.
 pub struct Consumer<T> {
     /// Each input, and whether its pipeline acknowledges durably.
@@ -76,10 +119,16 @@ impl<T: Clone> Consumer<T> {
     /// durably has the data in its exporters' queues: what a receiver answers its
     /// client after.
     pub async fn deliver(&self, data: T) -> Result<(), Refusal> {
-        for acknowledged in self.hand_over(data, true)? {
+        for acknowledged in self.push_acknowledged(data)?.0 {
             acknowledged.await.map_err(|_| Refusal::NotQueued)?;
         }
         Ok(())
+    }
+
+    /// Like [`push`](Self::push), returning what will tell when the pipelines that
+    /// acknowledge durably have the data in their exporters' queues.
+    pub fn push_acknowledged(&self, data: T) -> Result<Acknowledgements, Refusal> {
+        self.hand_over(data, true).map(Acknowledgements)
     }
 
     fn hand_over(&self, data: T, wait: bool) -> Result<Vec<oneshot::Receiver<()>>, Refusal> {

@@ -18,7 +18,7 @@ use opscope_processors::{Processor, ProcessorChain, Telemetry};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use consumer::{Consumer, Input, Refusal};
+pub use consumer::{Acknowledgements, Consumer, Input, Refusal};
 
 use crate::config::{ConfigError, ProcessorConfig};
 use crate::exporters::{Exporters, PipelineData};

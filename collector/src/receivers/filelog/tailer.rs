@@ -1,7 +1,7 @@
 //! One poll round of the receiver: find files, notice rotations, read each file's next
 //! batch in turn, hand it to the pipeline, let finished files go, checkpoint.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use super::discovery::{Discovery, find_copy};
 use super::identity::FileIdentity;
 use super::reader::BatchLimits;
 use super::tail::{FileBatch, ReadSettings, TailedFile};
-use crate::pipeline::{Consumer, Refusal};
+use crate::pipeline::{Acknowledgements, Consumer, Refusal};
 use crate::self_telemetry::ReceiverMetrics;
 
 /// Files tracked at once (a few hundred bytes each, in memory and in the checkpoint).
@@ -24,6 +24,16 @@ const MAX_TRACKED_FILES: usize = 10_000;
 const MAX_BATCH_BYTES: usize = 4 * 1024 * 1024;
 /// The checkpoint is written at most this often while files are read back to back.
 const MIN_CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
+/// Checkpoints waiting for durable pipelines to confirm their records, at most;
+/// beyond, reading waits for the oldest.
+const MAX_PENDING_CHECKPOINTS: usize = 64;
+
+/// A checkpoint to write once the records read up to it are confirmed queued by the
+/// pipelines that acknowledge durably.
+struct PendingCheckpoint {
+    entries: Vec<CheckpointEntry>,
+    confirmations: Acknowledgements,
+}
 
 /// What the round asks of the loop that runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +75,13 @@ pub struct Tailer {
     last_save: Option<Instant>,
     dirty: bool,
     save_failing: bool,
+    /// Confirmations of the records handed over since the last checkpoint taken.
+    unconfirmed: Acknowledgements,
+    /// Checkpoints taken, oldest first, not yet confirmed.
+    pending: VecDeque<PendingCheckpoint>,
+    /// A pipeline could not confirm records it took: the checkpoint stays where it was,
+    /// so that a restart reads them again.
+    checkpoint_frozen: bool,
     /// Where the next round starts among the files not rotated (fairness).
     next_active: usize,
     warned_file_limit: bool,
@@ -105,6 +122,9 @@ impl Tailer {
             last_save: None,
             dirty: false,
             save_failing: false,
+            unconfirmed: Acknowledgements::default(),
+            pending: VecDeque::new(),
+            checkpoint_frozen: false,
             next_active: 0,
             warned_file_limit: false,
             unreadable: HashSet::new(),
@@ -337,8 +357,9 @@ impl Tailer {
             self.dirty |= file.accept();
             return Pumped::Read { more: batch.more };
         };
-        match self.outlet.consumer.push(request) {
-            Ok(()) => {
+        match self.outlet.consumer.push_acknowledged(request) {
+            Ok(confirmations) => {
+                self.unconfirmed.extend(confirmations);
                 self.outlet.metrics.accepted(batch.records);
                 self.dirty |= file.accept();
                 Pumped::Read { more: batch.more }
@@ -412,30 +433,72 @@ impl Tailer {
         }
     }
 
+    /// Takes a checkpoint when due (or `force`d) and writes the newest one whose
+    /// records are all confirmed queued; with `force`, waits for the confirmations.
     fn save(&mut self, force: bool) {
         let now = Instant::now();
         let due = self
             .last_save
             .is_none_or(|at| now.duration_since(at) >= MIN_CHECKPOINT_INTERVAL);
-        if !self.dirty || !(due || force) {
+        let waiting = !self.pending.is_empty();
+        if self.checkpoint_frozen || !(self.dirty || waiting) || !(due || force) {
             return;
         }
-        let entries = self
-            .files
-            .iter()
-            .filter_map(TailedFile::checkpoint_entry)
-            .collect();
         self.last_save = Some(now);
-        match self.store.save(entries) {
-            Ok(()) => {
-                self.dirty = false;
-                self.save_failing = false;
-            }
-            Err(err) if !self.save_failing => {
-                self.save_failing = true;
-                tracing::warn!(receiver = %self.id, %err, "cannot write the checkpoint; retried");
-            }
-            Err(_) => {}
+        if self.dirty {
+            let entries = self
+                .files
+                .iter()
+                .filter_map(TailedFile::checkpoint_entry)
+                .collect();
+            self.pending.push_back(PendingCheckpoint {
+                entries,
+                confirmations: std::mem::take(&mut self.unconfirmed),
+            });
+            self.dirty = false;
         }
+        let Some(entries) = self.confirmed_checkpoint(force) else {
+            return;
+        };
+        match self.store.save(entries) {
+            Ok(()) => self.save_failing = false,
+            Err(err) => {
+                // Taken again from the files' state at the next round.
+                self.dirty = true;
+                if !self.save_failing {
+                    self.save_failing = true;
+                    tracing::warn!(receiver = %self.id, %err, "cannot write the checkpoint; retried");
+                }
+            }
+        }
+    }
+
+    /// The newest pending checkpoint whose records, and all before, are confirmed.
+    fn confirmed_checkpoint(&mut self, wait: bool) -> Option<Vec<CheckpointEntry>> {
+        let mut newest = None;
+        loop {
+            let must_wait = wait || self.pending.len() > MAX_PENDING_CHECKPOINTS;
+            let Some(front) = self.pending.front_mut() else {
+                break;
+            };
+            let settled = if must_wait {
+                Some(std::mem::take(&mut front.confirmations).wait_blocking())
+            } else {
+                front.confirmations.settled()
+            };
+            match settled {
+                Some(true) => newest = self.pending.pop_front().map(|pending| pending.entries),
+                Some(false) => {
+                    tracing::error!(receiver = %self.id,
+                        "a pipeline could not confirm records it took; the checkpoint stays \
+                        where it was, so a restart reads them again");
+                    self.checkpoint_frozen = true;
+                    self.pending.clear();
+                    return None;
+                }
+                None => break,
+            }
+        }
+        newest
     }
 }
