@@ -75,13 +75,14 @@ impl<T: Telemetry> ExportService<T> {
 /// are not worth retrying against this receiver.
 fn refusal_status(refusal: Refusal) -> Status {
     let message = refusal_message(refusal);
-    match refusal {
-        Refusal::Full | Refusal::Closed | Refusal::NotQueued => Status::with_error_details(
+    if refusal.is_retryable() {
+        Status::with_error_details(
             Code::Unavailable,
             message,
             ErrorDetails::with_retry_info(Some(RETRY_DELAY)),
-        ),
-        Refusal::NoPipeline => Status::unimplemented(message),
+        )
+    } else {
+        Status::unimplemented(message)
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
 
 use super::refusal_message;
-use crate::pipeline::{Consumer, Refusal};
+use crate::pipeline::Consumer;
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::{Authenticator, HttpGuard};
 use crate::receivers::http_body::read_body;
@@ -172,11 +172,10 @@ async fn export<T: Telemetry>(
         }
         Err(refusal) => {
             endpoint.metrics.refused(refusal.reason(), items);
-            let status = match refusal {
-                Refusal::Full | Refusal::Closed | Refusal::NotQueued => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
-                Refusal::NoPipeline => StatusCode::NOT_FOUND,
+            let status = if refusal.is_retryable() {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::NOT_FOUND
             };
             let mut response = error(format, status, refusal_message(refusal).to_string());
             if status == StatusCode::SERVICE_UNAVAILABLE {

@@ -51,5 +51,6 @@ fn refusal_message(refusal: Refusal) -> &'static str {
         Refusal::Closed => "opscope is shutting down; retry elsewhere or later",
         Refusal::NoPipeline => "no pipeline of this signal type listens to this receiver",
         Refusal::NotQueued => "opscope could not queue the data durably; retry later",
+        Refusal::MemoryLimit => "opscope is over its memory limit; retry later",
     }
 }
