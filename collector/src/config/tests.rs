@@ -254,6 +254,16 @@ const BAD: &[(&str, &str, &str)] = &[
         "processors.memory_limiter.spike_limit_mib: 150 is not below limit_mib 100",
     ),
     (
+        "  otlp:\n    protocols:",
+        "  otlp:\n    limits: { max_attributes: 0 }\n    protocols:",
+        "receivers.otlp.limits.max_attributes: must be at least 1",
+    ),
+    (
+        "  otlp:\n    protocols:",
+        "  otlp:\n    limits: { max_attrs: 10 }\n    protocols:",
+        "receivers.otlp.limits.max_attrs: unknown field `max_attrs`",
+    ),
+    (
         "service:\n",
         "extras: 1\nservice:\n  extensions: [health_check]\n",
         "extras: unknown key",
