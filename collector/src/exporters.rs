@@ -3,7 +3,6 @@
 //! through a sending queue of its own.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use opscope_exporters::alertmanager::AlertmanagerExporter;
@@ -12,9 +11,11 @@ use opscope_exporters::loki::LokiExporter;
 use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
 use opscope_exporters::prometheus::{PrometheusExporter, RemoteWriteExporter};
 use opscope_exporters::{
-    Batch, LogError, QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue, SignalBatch,
+    Batch, LogError, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig, SendingQueue,
+    SignalBatch,
 };
 use opscope_processors::config::FieldError;
+use opscope_processors::memory_limiter::MemoryAccount;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
@@ -62,12 +63,14 @@ impl Exporters {
         Ok(Self(built))
     }
 
-    /// Starts the sending queue of `name` in `pipeline` for data of type `T`.
+    /// Starts the sending queue of `name` in `pipeline` for data of type `T`; in
+    /// memory, its batches count in `memory`.
     pub fn start<T: PipelineData>(
         &self,
         name: &str,
         pipeline: &str,
         metrics: QueueMetrics,
+        memory: &MemoryAccount,
         abort: CancellationToken,
     ) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
         let missing = || ConfigError::new(format!("exporters.{name}"), "was not built");
@@ -78,13 +81,17 @@ impl Exporters {
             .storage
             .as_ref()
             .map(|storage| storage.join(file_name(&format!("{name}-{pipeline}"))));
+        let store = match &dir {
+            Some(dir) => QueueStore::Disk(dir),
+            None => QueueStore::Memory(memory),
+        };
         let start = Start {
             name,
             queue: &built.queue,
             retry: &built.retry,
             metrics,
             abort,
-            dir: dir.as_deref(),
+            store,
         };
         let started = T::start(&built.exporter, start).ok_or_else(|| {
             ConfigError::new(
@@ -175,7 +182,7 @@ pub struct Start<'a> {
     retry: &'a RetryConfig,
     metrics: QueueMetrics,
     abort: CancellationToken,
-    dir: Option<&'a Path>,
+    store: QueueStore<'a>,
 }
 
 /// A started sending queue, or why its durable storage cannot be opened.
@@ -190,7 +197,7 @@ impl Start<'_> {
             self.retry,
             self.metrics,
             self.abort,
-            self.dir,
+            self.store,
         )
     }
 }

@@ -44,6 +44,26 @@ pub struct SelfTelemetry {
     pub correlator_late_events: Family<Labels, Counter>,
     pub correlator_future_events: Family<Labels, Counter>,
     pub signals_dropped: Counter,
+    memory_limiter: MemoryLimiterFamilies,
+}
+
+/// The gauges of the memory limiters, labelled by `processor`.
+#[derive(Default)]
+struct MemoryLimiterFamilies {
+    accounted: Family<Labels, Gauge>,
+    resident: Family<Labels, Gauge>,
+    state: Family<Labels, Gauge>,
+    limit: Family<Labels, Gauge>,
+}
+
+/// The series one memory limiter updates.
+#[derive(Clone)]
+pub struct MemoryLimiterMetrics {
+    pub accounted: Gauge,
+    pub resident: Gauge,
+    pub state: Gauge,
+    pub soft_limit: Gauge,
+    pub hard_limit: Gauge,
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -165,6 +185,27 @@ impl SelfTelemetry {
             "Events dated ahead of the wall clock by more than the lateness, dropped",
             correlator_future_events.clone(),
         );
+        let memory_limiter = MemoryLimiterFamilies::default();
+        registry.register(
+            "memory_limiter_accounted_bytes",
+            "Bytes of telemetry held in memory, from receipt until sent or written to a durable queue",
+            memory_limiter.accounted.clone(),
+        );
+        registry.register(
+            "memory_limiter_rss_bytes",
+            "Resident memory of the process at the memory limiter's last check",
+            memory_limiter.resident.clone(),
+        );
+        registry.register(
+            "memory_limiter_state",
+            "0 below the soft limit, 1 above it (new data refused), 2 above the hard limit (queued data dropped)",
+            memory_limiter.state.clone(),
+        );
+        registry.register(
+            "memory_limiter_limit_bytes",
+            "The memory limiter's limits, by limit (soft, hard)",
+            memory_limiter.limit.clone(),
+        );
         let signals_dropped = Counter::default();
         registry.register(
             "signals_dropped",
@@ -180,6 +221,7 @@ impl SelfTelemetry {
             correlator_late_events,
             correlator_future_events,
             signals_dropped,
+            memory_limiter,
             registry,
             accepted,
             refused,
@@ -267,6 +309,25 @@ impl SelfTelemetry {
             corrupt_segments: self.queue_corrupt_segments.get_or_create(&base).clone(),
             storage_errors: self.queue_storage_errors.get_or_create(&base).clone(),
             labels: base,
+        }
+    }
+
+    /// The gauges of the memory limiter `processors.<processor>`.
+    pub fn memory_limiter(&self, processor: &str) -> MemoryLimiterMetrics {
+        let families = &self.memory_limiter;
+        let base = labels(&[("processor", processor)]);
+        let limit = |which: &str| {
+            families
+                .limit
+                .get_or_create(&labels(&[("processor", processor), ("limit", which)]))
+                .clone()
+        };
+        MemoryLimiterMetrics {
+            accounted: families.accounted.get_or_create(&base).clone(),
+            resident: families.resident.get_or_create(&base).clone(),
+            state: families.state.get_or_create(&base).clone(),
+            soft_limit: limit("soft"),
+            hard_limit: limit("hard"),
         }
     }
 

@@ -7,6 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use opscope_exporters::SendingQueue;
+use opscope_exporters::queue::SheddableQueue;
+use opscope_processors::memory_limiter::{MemoryAccount, SystemMemory};
 use opscope_processors::{Telemetry, TelemetryKind};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -15,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec};
 use crate::exporters::{Exporters, PipelineData};
 use crate::extensions::health_check::{self, Readiness};
+use crate::pipeline::memory_watch::MemoryWatch;
 use crate::pipeline::{Consumer, Pipeline, PipelineInput, SharedProcessors};
 use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
 use crate::self_telemetry::SelfTelemetry;
@@ -42,19 +45,22 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_servers = CancellationToken::new();
 
     let exporters = Exporters::build(&config)?;
+    let memory = MemoryAccount::default();
     let stop_ticking = CancellationToken::new();
     let (mut signals, correlators) = SignalOutput::start(
         &config,
         &telemetry,
         stop_ticking.clone(),
         &exporters,
+        &memory,
         &abort_exports,
     )?;
 
     let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
     let mut pipelines = JoinSet::new();
     let mut queues = Vec::new();
-    let shared = SharedProcessors::new(&config, correlators);
+    let mut sheddable = BTreeMap::new();
+    let shared = SharedProcessors::new(&config, correlators, memory)?;
     let mut builder = PipelineBuilder {
         config: &config,
         telemetry: &telemetry,
@@ -62,6 +68,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
         exporters: &exporters,
         abort: &abort_exports,
         consumers: &mut consumers,
+        sheddable: &mut sheddable,
     };
     for spec in config.pipelines() {
         let (task, mut sending) = match spec.kind {
@@ -74,6 +81,16 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     }
 
     let mut servers = JoinSet::new();
+    for (id, limiter) in &shared.memory_limiters {
+        let watch = MemoryWatch {
+            id: id.clone(),
+            limiter: limiter.clone(),
+            system: SystemMemory::default(),
+            queues: sheddable.remove(id).unwrap_or_default(),
+            metrics: telemetry.memory_limiter(id),
+        };
+        servers.spawn(watch.run(stop_servers.clone()));
+    }
     let readiness = Readiness::default();
     serve_extensions(&config, &readiness, &telemetry, &stop_servers, &mut servers).await?;
 
@@ -183,6 +200,8 @@ struct PipelineBuilder<'a> {
     exporters: &'a Exporters,
     abort: &'a CancellationToken,
     consumers: &'a mut BTreeMap<String, Consumers>,
+    /// The in-memory sending queues of the pipelines that list each memory limiter.
+    sheddable: &'a mut BTreeMap<String, Vec<Arc<dyn SheddableQueue>>>,
 }
 
 impl PipelineBuilder<'_> {
@@ -210,9 +229,13 @@ impl PipelineBuilder<'_> {
             self.telemetry,
             self.abort,
         )?;
+        if let Some((limiter, _)) = self.shared.memory_limiter_of(&processors) {
+            let sheddable = self.sheddable.entry(limiter.to_string()).or_default();
+            sheddable.extend(queues.iter().filter_map(SendingQueue::sheddable));
+        }
         for receiver in &spec.config.receivers {
             consumer_of(self.consumers.entry(receiver.clone()).or_default())
-                .add_input(input.clone(), pipeline.acknowledges_durably());
+                .add_input(input.clone());
         }
         Ok((Box::pin(pipeline.run()), queues))
     }

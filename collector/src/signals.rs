@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use opscope_exporters::{QueueSender, SendingQueue, SignalBatch};
 use opscope_processors::correlator::processor::SignalSink;
 use opscope_processors::correlator::{SharedCorrelator, Signal, SignalState};
+use opscope_processors::memory_limiter::MemoryAccount;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -34,12 +35,13 @@ impl SignalOutput {
     /// Starts one shared correlator per configured `correlator` processor, the
     /// exporters of the `signals` pipelines, the consumer that feeds them, and the
     /// wall-clock ticker. The signal consumer ends when every correlator returned is
-    /// dropped.
+    /// dropped. Signal changes queued in memory count in `memory`.
     pub fn start(
         config: &Config,
         telemetry: &Arc<SelfTelemetry>,
         stop_ticking: CancellationToken,
         exporters: &Exporters,
+        memory: &MemoryAccount,
         abort_exports: &CancellationToken,
     ) -> Result<(Self, BTreeMap<String, SharedCorrelator>), ConfigError> {
         let (sender, receiver) = mpsc::channel(SIGNAL_QUEUE);
@@ -67,8 +69,13 @@ impl SignalOutput {
         let mut queues = Vec::new();
         for (pipeline, name) in config.signal_exporters() {
             let metrics = telemetry.signal_queue(name, pipeline);
-            let (output, queue) =
-                exporters.start::<SignalBatch>(name, pipeline, metrics, abort_exports.clone())?;
+            let (output, queue) = exporters.start::<SignalBatch>(
+                name,
+                pipeline,
+                metrics,
+                memory,
+                abort_exports.clone(),
+            )?;
             outputs.push(output);
             queues.push(queue);
         }

@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use opscope::pipeline::Input;
+use opscope::pipeline::{Input, PipelineInput};
 use opscope::receivers::filelog::{self, FilelogConfig};
 use opscope::receivers::{Consumers, ReceiverContext};
 use opscope::self_telemetry::SelfTelemetry;
+use opscope_processors::memory_limiter::MemoryAccount;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{KeyValue, any_value};
 use opscope_proto::otlp::logs::v1::LogRecord;
@@ -122,7 +123,12 @@ impl Running {
         durable: bool,
     ) -> Self {
         let mut consumers = Consumers::default();
-        consumers.logs.add_input(pipeline.clone(), durable);
+        consumers.logs.add_input(PipelineInput {
+            sender: pipeline.clone(),
+            acknowledges_durably: durable,
+            limiter: None,
+            account: MemoryAccount::default(),
+        });
         let shutdown = CancellationToken::new();
         let context = ReceiverContext {
             id: "filelog".into(),

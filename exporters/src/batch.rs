@@ -9,6 +9,8 @@ pub trait Batch: Send + Sync + Sized + 'static {
     /// What one item is called in logs (`spans`, `signals`).
     fn item_name() -> &'static str;
     fn items(&self) -> usize;
+    /// Bytes the batch stands for in memory, for the memory limiter's account.
+    fn memory_size(&self) -> u64;
     /// The batch as a durable queue's record.
     fn to_record(&self) -> Vec<u8>;
     /// A batch back from a durable queue's record.
@@ -22,6 +24,10 @@ impl<T: Telemetry + prost::Message + Default> Batch for T {
 
     fn items(&self) -> usize {
         self.item_count()
+    }
+
+    fn memory_size(&self) -> u64 {
+        Telemetry::memory_size(self)
     }
 
     fn to_record(&self) -> Vec<u8> {
@@ -44,6 +50,11 @@ impl Batch for SignalBatch {
 
     fn items(&self) -> usize {
         self.0.len()
+    }
+
+    /// Signal changes are few and small: their JSON record's size is close enough.
+    fn memory_size(&self) -> u64 {
+        self.to_record().len() as u64
     }
 
     fn to_record(&self) -> Vec<u8> {

@@ -14,4 +14,6 @@ pub mod tls;
 
 pub use batch::{Batch, SignalBatch};
 pub use exporter::{Delivery, ExportError, Exporter};
-pub use queue::{LogError, QueueConfig, QueueMetrics, QueueSender, RetryConfig, SendingQueue};
+pub use queue::{
+    LogError, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig, SendingQueue,
+};

@@ -8,11 +8,12 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use opscope_exporters::loki::{LokiConfig, LokiExporter};
 use opscope_exporters::{
-    Exporter, QueueConfig, QueueMetrics, RetryConfig, SendingQueue, SignalBatch,
+    Exporter, QueueConfig, QueueMetrics, QueueStore, RetryConfig, SendingQueue, SignalBatch,
 };
 use opscope_processors::correlator::{
     ObjectRef, OperatorRef, Severity, Signal, SignalState, SignalType,
 };
+use opscope_processors::memory_limiter::MemoryAccount;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
@@ -148,7 +149,7 @@ async fn through_queue(exporter: LokiExporter, batch: ExportLogsServiceRequest) 
         &fast_retry(),
         metrics.clone(),
         CancellationToken::new(),
-        None,
+        QueueStore::Memory(&MemoryAccount::default()),
     )
     .expect("an in-memory queue starts");
     assert!(sender.send(batch).await.is_ok(), "queue accepts the batch");

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod config;
 pub mod correlator;
 pub mod kinds;
+pub mod memory_limiter;
 pub mod processor;
 pub mod resource;
 pub mod semconv;

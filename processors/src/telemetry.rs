@@ -127,6 +127,12 @@ pub trait Telemetry:
     /// The correlator events the batch's (tagged) records stand for.
     fn correlator_events(&self, out: &mut Vec<Event>);
 
+    /// Bytes the batch stands for in memory, as the memory limiter counts them: its
+    /// encoded size, a proxy for its decoded size that is cheap to compute.
+    fn memory_size(&self) -> u64 {
+        self.encoded_len() as u64
+    }
+
     /// Spans, log records or metric data points in this batch.
     fn item_count(&self) -> usize {
         self.resource_data()

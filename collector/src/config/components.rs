@@ -10,6 +10,7 @@ use opscope_processors::TelemetryKind;
 use opscope_processors::batch::BatchConfig;
 use opscope_processors::config::FieldError;
 use opscope_processors::correlator::CorrelatorConfig;
+use opscope_processors::memory_limiter::MemoryLimiterConfig;
 use opscope_processors::resource::ResourceConfig;
 use opscope_processors::tagger::TaggerConfig;
 use serde::de::DeserializeOwned;
@@ -36,6 +37,7 @@ pub enum ProcessorConfig {
     Resource(ResourceConfig),
     OperatorTagger(TaggerConfig),
     Correlator(CorrelatorConfig),
+    MemoryLimiter(MemoryLimiterConfig),
 }
 
 #[derive(Debug, Clone)]
@@ -148,8 +150,13 @@ impl ReceiverConfig {
 }
 
 impl ProcessorConfig {
-    pub const TYPES: &'static [&'static str] =
-        &["batch", "resource", "operator_tagger", "correlator"];
+    pub const TYPES: &'static [&'static str] = &[
+        "batch",
+        "resource",
+        "operator_tagger",
+        "correlator",
+        "memory_limiter",
+    ];
 
     pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
         match kind {
@@ -172,6 +179,11 @@ impl ProcessorConfig {
                 let config: CorrelatorConfig = settings(value, path)?;
                 checked(config.validate(), path)?;
                 Ok(Self::Correlator(config))
+            }
+            "memory_limiter" => {
+                let config: MemoryLimiterConfig = settings(value, path)?;
+                checked(config.validate(), path)?;
+                Ok(Self::MemoryLimiter(config))
             }
             _ => Err(unknown("processor", kind, Self::TYPES, path)),
         }

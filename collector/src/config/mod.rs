@@ -328,6 +328,24 @@ impl Config {
         }
     }
 
+    /// A memory limiter decides what enters a pipeline, so it comes first, as in the
+    /// OpenTelemetry Collector (and one is enough).
+    fn check_memory_limiter_first(
+        &self,
+        path: &str,
+        pipeline: &PipelineConfig,
+        errors: &mut Vec<ConfigError>,
+    ) {
+        for (index, id) in pipeline.processors.iter().enumerate().skip(1) {
+            if let Some(ProcessorConfig::MemoryLimiter(_)) = self.processors.get(id) {
+                errors.push(ConfigError::new(
+                    format!("{path}.processors[{index}]"),
+                    format!("memory limiter \"{id}\" must be listed first, where data enters the pipeline"),
+                ));
+            }
+        }
+    }
+
     /// Checks the service section; references to components that exist but are
     /// invalid (`invalid`, as `section.id`) were reported already.
     fn check_service(&self, invalid: &BTreeSet<String>, errors: &mut Vec<ConfigError>) {
@@ -375,6 +393,7 @@ impl Config {
                 |p| self.processors.contains_key(p) || defined_but_invalid("processors", p),
                 errors,
             );
+            self.check_memory_limiter_first(&path, pipeline, errors);
             check_references(
                 &path,
                 "exporters",

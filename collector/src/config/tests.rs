@@ -239,6 +239,31 @@ const BAD: &[(&str, &str, &str)] = &[
         "receivers.k8s_audit.auth.bearer_tokens[0]: is empty",
     ),
     (
+        "  batch:\n",
+        "  batch:\n  memory_limiter:\n    check_interval: 1s\n",
+        "processors.memory_limiter.limit_mib: set limit_mib or limit_percentage",
+    ),
+    (
+        "  batch:\n",
+        "  batch:\n  memory_limiter:\n    limit_mib: 100\n    limit_percentage: 50\n",
+        "processors.memory_limiter.limit_percentage: set limit_mib or limit_percentage, not both",
+    ),
+    (
+        "  batch:\n",
+        "  batch:\n  memory_limiter:\n    limit_mib: 100\n    spike_limit_mib: 150\n",
+        "processors.memory_limiter.spike_limit_mib: 150 is not below limit_mib 100",
+    ),
+    (
+        "  otlp:\n    protocols:",
+        "  otlp:\n    limits: { max_attributes: 0 }\n    protocols:",
+        "receivers.otlp.limits.max_attributes: must be at least 1",
+    ),
+    (
+        "  otlp:\n    protocols:",
+        "  otlp:\n    limits: { max_attrs: 10 }\n    protocols:",
+        "receivers.otlp.limits.max_attrs: unknown field `max_attrs`",
+    ),
+    (
         "service:\n",
         "extras: 1\nservice:\n  extensions: [health_check]\n",
         "extras: unknown key",
@@ -264,6 +289,27 @@ fn bad_configs_name_the_path_of_the_problem() {
             "config with {to:?}: expected an error starting with {expected:?}, got {errors:?}"
         );
     }
+}
+
+#[test]
+fn a_memory_limiter_is_listed_first() {
+    let with_limiter = BASE.replacen(
+        "  batch:\n",
+        "  batch:\n  memory_limiter: { limit_mib: 4096 }\n",
+        1,
+    );
+    let listing =
+        |processors: &str| errors_of(&with_limiter.replacen("processors: [batch]", processors, 1));
+    assert_eq!(
+        listing("processors: [memory_limiter, batch]"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        listing("processors: [batch, memory_limiter]"),
+        [
+            "service.pipelines.traces.processors[1]: memory limiter \"memory_limiter\" must be listed first, where data enters the pipeline"
+        ]
+    );
 }
 
 #[test]

@@ -1,8 +1,11 @@
 //! The receivers' side of the pipelines: a receiver hands each request to every
-//! pipeline that lists it, all or none, and is told to refuse when one is full. A
-//! pipeline whose exporters acknowledge durably also says when the request is in
-//! their queues, and the receiver answers its client only then.
+//! pipeline that lists it, all or none, and is told to refuse when one is full or
+//! its memory limiter is over the soft limit. A pipeline whose exporters acknowledge
+//! durably also says when the request is in their queues, and the receiver answers
+//! its client only then.
 
+use opscope_processors::Telemetry;
+use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold, MemoryLimiter};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::oneshot;
 
@@ -12,6 +15,30 @@ pub struct Input<T> {
     /// Signalled once the data is in the sending queue of every exporter of the
     /// pipeline; dropped unsignalled when it could not be queued.
     pub acknowledge: Option<oneshot::Sender<()>>,
+    /// The request's bytes, counted in the process's memory account from the moment
+    /// it is handed over.
+    pub hold: MemoryHold,
+}
+
+/// Where receivers hand a pipeline their requests, and what decides whether it takes them.
+pub struct PipelineInput<T> {
+    pub sender: mpsc::Sender<Input<T>>,
+    /// Whether receivers wait for the pipeline's exporters to queue what they sent.
+    pub acknowledges_durably: bool,
+    /// The pipeline's memory limiter, consulted before a request enters.
+    pub limiter: Option<MemoryLimiter>,
+    pub account: MemoryAccount,
+}
+
+impl<T> Clone for PipelineInput<T> {
+    fn clone(&self) -> Self {
+        Self {
+            sender: self.sender.clone(),
+            acknowledges_durably: self.acknowledges_durably,
+            limiter: self.limiter.clone(),
+            account: self.account.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +52,8 @@ pub enum Refusal {
     /// A pipeline took the request but could not confirm that its exporters' queues
     /// hold it (it shut down): the client should send it again.
     NotQueued,
+    /// A pipeline's memory limiter is above its soft limit: the client should retry later.
+    MemoryLimit,
 }
 
 impl Refusal {
@@ -35,6 +64,15 @@ impl Refusal {
             Self::Closed => "shutting_down",
             Self::NoPipeline => "no_pipeline",
             Self::NotQueued => "not_queued",
+            Self::MemoryLimit => "memory_limit",
+        }
+    }
+
+    /// Whether the client may send the same request again later.
+    pub fn is_retryable(self) -> bool {
+        match self {
+            Self::Full | Self::Closed | Self::NotQueued | Self::MemoryLimit => true,
+            Self::NoPipeline => false,
         }
     }
 }
@@ -84,8 +122,7 @@ impl Acknowledgements {
 
 /// The inputs of the pipelines one receiver feeds with one signal type.
 pub struct Consumer<T> {
-    /// Each input, and whether its pipeline acknowledges durably.
-    inputs: Vec<(mpsc::Sender<Input<T>>, bool)>,
+    inputs: Vec<PipelineInput<T>>,
 }
 
 impl<T> Default for Consumer<T> {
@@ -102,9 +139,9 @@ impl<T> Clone for Consumer<T> {
     }
 }
 
-impl<T: Clone> Consumer<T> {
-    pub fn add_input(&mut self, input: mpsc::Sender<Input<T>>, acknowledges_durably: bool) {
-        self.inputs.push((input, acknowledges_durably));
+impl<T: Telemetry> Consumer<T> {
+    pub fn add_input(&mut self, input: PipelineInput<T>) {
+        self.inputs.push(input);
     }
 
     /// Hands `data` to every pipeline, or to none when any of them has no room, so a
@@ -132,62 +169,168 @@ impl<T: Clone> Consumer<T> {
     }
 
     fn hand_over(&self, data: T, wait: bool) -> Result<Vec<oneshot::Receiver<()>>, Refusal> {
+        let bytes = data.memory_size();
+        let over_limit = |input: &PipelineInput<T>| {
+            input
+                .limiter
+                .as_ref()
+                .is_some_and(|limiter| !limiter.admits(bytes))
+        };
+        if self.inputs.iter().any(over_limit) {
+            return Err(Refusal::MemoryLimit);
+        }
         let mut permits = Vec::with_capacity(self.inputs.len());
-        for (input, durable) in &self.inputs {
-            let permit = input.try_reserve().map_err(|err| match err {
+        for input in &self.inputs {
+            let permit = input.sender.try_reserve().map_err(|err| match err {
                 TrySendError::Full(()) => Refusal::Full,
                 TrySendError::Closed(()) => Refusal::Closed,
             })?;
-            permits.push((permit, *durable && wait));
+            permits.push((permit, input, input.acknowledges_durably && wait));
         }
         let mut waits = Vec::new();
-        let mut input = |data: T, acknowledged: bool| {
+        let mut input = |data: T, pipeline: &PipelineInput<T>, acknowledged: bool| {
             let acknowledge = acknowledged.then(|| {
                 let (sender, receiver) = oneshot::channel();
                 waits.push(receiver);
                 sender
             });
-            Input { data, acknowledge }
+            // Each pipeline holds a copy of its own.
+            let hold = pipeline.account.hold(bytes);
+            Input {
+                data,
+                acknowledge,
+                hold,
+            }
         };
-        let (last, last_acknowledged) = permits.pop().ok_or(Refusal::NoPipeline)?;
-        for (permit, acknowledged) in permits {
-            permit.send(input(data.clone(), acknowledged));
+        let (last, last_pipeline, last_acknowledged) = permits.pop().ok_or(Refusal::NoPipeline)?;
+        for (permit, pipeline, acknowledged) in permits {
+            permit.send(input(data.clone(), pipeline, acknowledged));
         }
-        last.send(input(data, last_acknowledged));
+        last.send(input(data, last_pipeline, last_acknowledged));
         Ok(waits)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use opscope_processors::memory_limiter::Limits;
+    use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+    use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+
     use super::*;
+
+    type Traces = ExportTraceServiceRequest;
+
+    /// A request with `n` spans, told apart by their count.
+    fn spans(n: usize) -> Traces {
+        Traces {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![Span::default(); n],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    fn input(
+        capacity: usize,
+        durable: bool,
+        account: &MemoryAccount,
+    ) -> (PipelineInput<Traces>, mpsc::Receiver<Input<Traces>>) {
+        let (sender, receiver) = mpsc::channel(capacity);
+        let input = PipelineInput {
+            sender,
+            acknowledges_durably: durable,
+            limiter: None,
+            account: account.clone(),
+        };
+        (input, receiver)
+    }
+
+    fn count(input: Option<Input<Traces>>) -> Option<usize> {
+        input.map(|i| i.data.item_count())
+    }
 
     #[tokio::test]
     async fn all_or_none() {
-        let (roomy, mut roomy_rx) = mpsc::channel::<Input<u32>>(4);
-        let (tight, mut tight_rx) = mpsc::channel::<Input<u32>>(1);
+        let account = MemoryAccount::default();
+        let (roomy, mut roomy_rx) = input(4, false, &account);
+        let (tight, mut tight_rx) = input(1, false, &account);
         let mut consumer = Consumer::default();
-        consumer.add_input(roomy, false);
-        consumer.add_input(tight, false);
-        assert_eq!(consumer.push(1), Ok(()));
-        assert_eq!(consumer.push(2), Err(Refusal::Full));
-        assert_eq!(roomy_rx.recv().await.map(|i| i.data), Some(1));
-        assert_eq!(tight_rx.recv().await.map(|i| i.data), Some(1));
+        consumer.add_input(roomy);
+        consumer.add_input(tight);
+        assert_eq!(consumer.push(spans(1)), Ok(()));
+        assert_eq!(consumer.push(spans(2)), Err(Refusal::Full));
+        assert_eq!(count(roomy_rx.recv().await), Some(1));
+        assert_eq!(count(tight_rx.recv().await), Some(1));
         assert!(
             roomy_rx.try_recv().is_err(),
             "a refused push must not reach any pipeline"
         );
-        assert_eq!(Consumer::<u32>::default().push(1), Err(Refusal::NoPipeline));
+        assert_eq!(
+            Consumer::<Traces>::default().push(spans(1)),
+            Err(Refusal::NoPipeline)
+        );
+    }
+
+    #[tokio::test]
+    async fn each_pipeline_holds_the_bytes_of_its_copy_until_it_lets_go() {
+        let account = MemoryAccount::default();
+        let (first, mut first_rx) = input(4, false, &account);
+        let (second, mut second_rx) = input(4, false, &account);
+        let mut consumer = Consumer::default();
+        consumer.add_input(first);
+        consumer.add_input(second);
+        let request = spans(3);
+        let size = request.memory_size();
+        consumer.push(request).unwrap();
+        assert_eq!(account.bytes(), 2 * size);
+        drop(first_rx.recv().await);
+        assert_eq!(account.bytes(), size);
+        drop(second_rx.recv().await);
+        assert_eq!(account.bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_limiter_over_its_soft_limit_refuses_for_every_pipeline() {
+        let account = MemoryAccount::default();
+        let limits = Limits {
+            soft: 1000,
+            hard: 2000,
+        };
+        let limiter = MemoryLimiter::new(limits, Duration::from_secs(1), account.clone(), 0);
+        let (limited, mut limited_rx) = input(4, false, &account);
+        let (free, mut free_rx) = input(4, false, &account);
+        let mut consumer = Consumer::default();
+        consumer.add_input(PipelineInput {
+            limiter: Some(limiter.clone()),
+            ..limited
+        });
+        consumer.add_input(free);
+        assert_eq!(consumer.push(spans(1)), Ok(()));
+        limiter.observe(1500);
+        assert_eq!(consumer.push(spans(1)), Err(Refusal::MemoryLimit));
+        assert!(Refusal::MemoryLimit.is_retryable());
+        assert_eq!(count(limited_rx.recv().await), Some(1));
+        assert_eq!(count(free_rx.recv().await), Some(1));
+        assert!(free_rx.try_recv().is_err(), "refused for all pipelines");
+        limiter.observe(10);
+        assert_eq!(consumer.push(spans(2)), Ok(()));
     }
 
     #[tokio::test]
     async fn delivery_waits_for_the_durable_pipelines_only() {
-        let (durable, mut durable_rx) = mpsc::channel::<Input<u32>>(4);
-        let (plain, mut plain_rx) = mpsc::channel::<Input<u32>>(4);
+        let account = MemoryAccount::default();
+        let (durable, mut durable_rx) = input(4, true, &account);
+        let (plain, mut plain_rx) = input(4, false, &account);
         let mut consumer = Consumer::default();
-        consumer.add_input(durable, true);
-        consumer.add_input(plain, false);
-        let delivering = tokio::spawn(async move { consumer.deliver(7).await });
+        consumer.add_input(durable);
+        consumer.add_input(plain);
+        let delivering = tokio::spawn(async move { consumer.deliver(spans(7)).await });
         let from_durable = durable_rx.recv().await.unwrap();
         let from_plain = plain_rx.recv().await.unwrap();
         assert!(from_plain.acknowledge.is_none());
@@ -197,9 +340,9 @@ mod tests {
         assert_eq!(delivering.await.unwrap(), Ok(()));
 
         let mut consumer = Consumer::default();
-        let (durable, mut durable_rx) = mpsc::channel::<Input<u32>>(4);
-        consumer.add_input(durable, true);
-        let delivering = tokio::spawn(async move { consumer.deliver(8).await });
+        let (durable, mut durable_rx) = input(4, true, &account);
+        consumer.add_input(durable);
+        let delivering = tokio::spawn(async move { consumer.deliver(spans(8)).await });
         drop(durable_rx.recv().await.unwrap());
         assert_eq!(delivering.await.unwrap(), Err(Refusal::NotQueued));
     }

@@ -4,6 +4,7 @@
 //! which makes receivers refuse: backpressure end to end, nothing dropped between.
 
 pub mod consumer;
+pub mod memory_watch;
 
 use std::collections::BTreeMap;
 
@@ -12,13 +13,14 @@ use std::time::Instant;
 use opscope_exporters::{QueueSender, SendingQueue};
 use opscope_processors::batch::BatchProcessor;
 use opscope_processors::correlator::SharedCorrelator;
+use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold, MemoryLimiter, SystemMemory};
 use opscope_processors::resource::ResourceProcessor;
 use opscope_processors::tagger::OperatorTagger;
 use opscope_processors::{Processor, ProcessorChain, Telemetry};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use consumer::{Acknowledgements, Consumer, Input, Refusal};
+pub use consumer::{Acknowledgements, Consumer, Input, PipelineInput, Refusal};
 
 use crate::config::{ConfigError, ProcessorConfig};
 use crate::exporters::{Exporters, PipelineData};
@@ -29,17 +31,22 @@ pub const INPUT_QUEUE_CAPACITY: usize = 16;
 
 /// Processors that are one instance however many pipelines list them: the
 /// correlator (evidence from traces, logs and metrics meets in one place) and the
-/// tagger (a reconcile seen in spans tags the logs of its trace).
+/// tagger (a reconcile seen in spans tags the logs of its trace), and the memory
+/// limiters (memory is the process's, whichever pipeline fills it).
 pub struct SharedProcessors {
     pub correlators: BTreeMap<String, SharedCorrelator>,
     pub taggers: BTreeMap<String, OperatorTagger>,
+    pub memory_limiters: BTreeMap<String, MemoryLimiter>,
+    /// The data the process holds in memory, which every memory limiter reads.
+    pub memory: MemoryAccount,
 }
 
 impl SharedProcessors {
     pub fn new(
         config: &crate::config::Config,
         correlators: BTreeMap<String, SharedCorrelator>,
-    ) -> Self {
+        memory: MemoryAccount,
+    ) -> Result<Self, ConfigError> {
         let taggers = config
             .processors
             .iter()
@@ -50,15 +57,34 @@ impl SharedProcessors {
                 _ => None,
             })
             .collect();
-        Self {
+        let mut memory_limiters = BTreeMap::new();
+        for (id, processor) in &config.processors {
+            if let ProcessorConfig::MemoryLimiter(settings) = processor {
+                let limiter =
+                    memory_watch::build_limiter(id, settings, &SystemMemory::default(), &memory)?;
+                memory_limiters.insert(id.clone(), limiter);
+            }
+        }
+        Ok(Self {
             correlators,
             taggers,
-        }
+            memory_limiters,
+            memory,
+        })
+    }
+
+    /// The memory limiter a pipeline lists, if any.
+    pub fn memory_limiter_of(
+        &self,
+        processors: &[(&str, &ProcessorConfig)],
+    ) -> Option<(&str, &MemoryLimiter)> {
+        processors.iter().find_map(|(id, _)| {
+            self.memory_limiters
+                .get_key_value(*id)
+                .map(|(id, limiter)| (id.as_str(), limiter))
+        })
     }
 }
-
-/// Where receivers hand a pipeline their requests.
-pub type PipelineInput<T> = mpsc::Sender<Input<T>>;
 
 /// A pipeline ready to run, with the sending queues of its exporters.
 pub struct Pipeline<T> {
@@ -66,10 +92,11 @@ pub struct Pipeline<T> {
     input: mpsc::Receiver<Input<T>>,
     chain: ProcessorChain<T>,
     fan_out: FanOut<T>,
-    /// Whether receivers wait for this pipeline's exporters to queue what they sent.
-    acknowledges_durably: bool,
     /// Acknowledgements of inputs whose data the processors may still hold.
     unacknowledged: Vec<oneshot::Sender<()>>,
+    /// Bytes of the inputs not yet in the sending queues (the processors may hold
+    /// data back, and change its size).
+    held: MemoryHold,
 }
 
 /// The sending queues of a pipeline's exporters.
@@ -100,11 +127,12 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
         let mut queues = Vec::new();
         for name in exporters {
             let metrics = telemetry.exporter_queue(T::KIND, name, id);
-            let (sender, queue) = built.start::<T>(name, id, metrics, abort.clone())?;
+            let (sender, queue) =
+                built.start::<T>(name, id, metrics, &shared.memory, abort.clone())?;
             outputs.push((name.to_string(), sender));
             queues.push(queue);
         }
-        let (input_sender, input) = mpsc::channel(INPUT_QUEUE_CAPACITY);
+        let (sender, input) = mpsc::channel(INPUT_QUEUE_CAPACITY);
         let fan_out = FanOut {
             pipeline: id.to_string(),
             outputs,
@@ -114,15 +142,18 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
             input,
             chain,
             fan_out,
-            acknowledges_durably: exporters.iter().any(|e| built.acknowledges_durably(e)),
             unacknowledged: Vec::new(),
+            held: MemoryHold::default(),
         };
-        Ok((pipeline, input_sender, queues))
-    }
-
-    /// Whether receivers should wait for this pipeline to acknowledge what they send.
-    pub fn acknowledges_durably(&self) -> bool {
-        self.acknowledges_durably
+        let input = PipelineInput {
+            sender,
+            acknowledges_durably: exporters.iter().any(|e| built.acknowledges_durably(e)),
+            limiter: shared
+                .memory_limiter_of(processors)
+                .map(|(_, limiter)| limiter.clone()),
+            account: shared.memory.clone(),
+        };
+        Ok((pipeline, input, queues))
     }
 
     /// Runs until every receiver has let go of the input and it is drained, then
@@ -138,21 +169,33 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
             };
             let batches = tokio::select! {
                 received = self.input.recv() => match received {
-                    Some(Input { data, acknowledge }) => {
+                    Some(Input { data, acknowledge, hold }) => {
                         self.unacknowledged.extend(acknowledge);
+                        self.held.absorb(hold);
                         self.chain.process(data, Instant::now())
                     }
                     None => break,
                 },
                 () = wake => self.chain.on_deadline(Instant::now()),
             };
-            let queued = self.fan_out.send_all(batches).await;
-            self.acknowledge(queued);
+            self.send(batches).await;
         }
         let rest = self.chain.flush(Instant::now());
-        let queued = self.fan_out.send_all(rest).await;
-        self.acknowledge(queued);
+        self.send(rest).await;
         tracing::debug!(pipeline = %self.id, "pipeline drained");
+    }
+
+    /// Hands what came out of the processors to the sending queues; its bytes are
+    /// then counted by the in-memory queues (or are on disk) and leave the pipeline's hold.
+    async fn send(&mut self, batches: Vec<T>) {
+        let sent: u64 = batches.iter().map(Telemetry::memory_size).sum();
+        let queued = self.fan_out.send_all(batches).await;
+        self.held.release(sent);
+        if self.chain.deadline().is_none() {
+            // The processors hold nothing: whatever is left was filtered out or shrank.
+            self.held.release(u64::MAX);
+        }
+        self.acknowledge(queued);
     }
 
     /// Acknowledges the inputs received so far once the processors hold none of their
@@ -222,6 +265,13 @@ fn build_processor<T: Telemetry>(
         ProcessorConfig::Correlator(_) => Box::new(
             shared
                 .correlators
+                .get(name)
+                .ok_or_else(not_started)?
+                .clone(),
+        ),
+        ProcessorConfig::MemoryLimiter(_) => Box::new(
+            shared
+                .memory_limiters
                 .get(name)
                 .ok_or_else(not_started)?
                 .clone(),

@@ -5,6 +5,7 @@ pub mod auth;
 mod file_watch;
 pub mod filelog;
 mod http_body;
+pub mod input_limits;
 pub mod k8s_audit;
 pub mod otlp;
 pub mod prometheus_scrape;

@@ -100,6 +100,11 @@ impl Opscope {
         value
     }
 
+    /// The agent's process id, e.g. to read `/proc/<pid>/status`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn sigterm(&self) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits in pid_t");
         // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child,

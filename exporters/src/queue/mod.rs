@@ -6,12 +6,14 @@
 pub mod durable;
 pub mod retry;
 pub mod segment_log;
+pub mod shedding;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use opscope_processors::config::FieldError;
+use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -22,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub use durable::{DurableLimits, DurableQueue};
 pub use retry::{Backoff, RetryConfig};
 pub use segment_log::{Fsync, LogError};
+pub use shedding::{Shed, SheddableQueue};
 
 use crate::batch::Batch;
 use crate::exporter::{ExportError, Exporter};
@@ -173,6 +176,20 @@ impl QueueMetrics {
     }
 }
 
+/// Where a sending queue keeps its batches.
+pub enum QueueStore<'a> {
+    /// In memory, counted in this account (the process's) while queued.
+    Memory(&'a MemoryAccount),
+    /// On disk in this directory (within the configured storage).
+    Disk(&'a Path),
+}
+
+/// A batch in an in-memory queue, with its bytes counted until it leaves.
+pub(crate) struct Queued<T> {
+    pub(crate) batch: T,
+    pub(crate) hold: MemoryHold,
+}
+
 /// The pipeline's end of a sending queue.
 pub struct QueueSender<T> {
     inner: SenderKind<T>,
@@ -181,9 +198,14 @@ pub struct QueueSender<T> {
 impl<T> Clone for QueueSender<T> {
     fn clone(&self) -> Self {
         let inner = match &self.inner {
-            SenderKind::Memory { sender, queue_size } => SenderKind::Memory {
+            SenderKind::Memory {
+                sender,
+                queue_size,
+                account,
+            } => SenderKind::Memory {
                 sender: sender.clone(),
                 queue_size: queue_size.clone(),
+                account: account.clone(),
             },
             SenderKind::Durable { queue, closer } => SenderKind::Durable {
                 queue: Arc::clone(queue),
@@ -196,8 +218,10 @@ impl<T> Clone for QueueSender<T> {
 
 enum SenderKind<T> {
     Memory {
-        sender: async_channel::Sender<T>,
+        sender: async_channel::Sender<Queued<T>>,
         queue_size: Gauge,
+        /// This queue's share of the process's account.
+        account: MemoryAccount,
     },
     Durable {
         queue: Arc<DurableQueue<T>>,
@@ -220,12 +244,17 @@ impl<T: Batch> QueueSender<T> {
     /// only when the queue has shut down.
     pub async fn send(&self, batch: T) -> Result<(), T> {
         match &self.inner {
-            SenderKind::Memory { sender, queue_size } => {
+            SenderKind::Memory {
+                sender,
+                queue_size,
+                account,
+            } => {
                 // Counted before it is in the queue, so a consumer's decrement never comes first.
                 queue_size.inc();
-                sender.send(batch).await.map_err(|err| {
+                let hold = account.hold(batch.memory_size());
+                sender.send(Queued { batch, hold }).await.map_err(|err| {
                     queue_size.dec();
-                    err.into_inner()
+                    err.into_inner().batch
                 })
             }
             SenderKind::Durable { queue, .. } => {
@@ -238,7 +267,7 @@ impl<T: Batch> QueueSender<T> {
 
 /// Where the consumers take batches from.
 enum Source<T: Batch> {
-    Memory(async_channel::Receiver<T>),
+    Memory(async_channel::Receiver<Queued<T>>),
     Durable(Arc<DurableQueue<T>>),
 }
 
@@ -254,14 +283,15 @@ impl<T: Batch> Clone for Source<T> {
 /// The running consumers of a sending queue.
 pub struct SendingQueue {
     consumers: JoinSet<()>,
+    /// The memory limiter's handle on an in-memory queue.
+    sheddable: Option<Arc<dyn SheddableQueue>>,
 }
 
 impl SendingQueue {
     /// Starts the consumers. They run until every [`QueueSender`] is dropped and the
     /// queue is empty, or until `abort` fires (then what is left of an in-memory queue
     /// is counted as dropped at shutdown; a durable queue keeps it for the next start).
-    /// A durable queue lives in `dir` (within the configured storage); opening it fails
-    /// only on disk errors.
+    /// Opening a durable queue fails only on disk errors.
     pub fn start<T: Batch, E: Exporter<T>>(
         name: &str,
         exporter: E,
@@ -269,12 +299,13 @@ impl SendingQueue {
         retry: &RetryConfig,
         metrics: QueueMetrics,
         abort: CancellationToken,
-        dir: Option<&Path>,
+        store: QueueStore<'_>,
     ) -> Result<(QueueSender<T>, SendingQueue), LogError> {
         let (capacity, consumers) = queue.capacity_and_consumers();
         metrics.queue_capacity.set(capacity as i64);
-        let (inner, source) = match dir {
-            Some(dir) => {
+        let mut sheddable: Option<Arc<dyn SheddableQueue>> = None;
+        let (inner, source) = match store {
+            QueueStore::Disk(dir) => {
                 let durable =
                     DurableQueue::open(name, dir, queue.durable_limits(), metrics.clone())?;
                 let closer = Arc::new(CloseOnDrop(durable.clone()));
@@ -284,13 +315,21 @@ impl SendingQueue {
                 };
                 (sender, Source::Durable(durable))
             }
-            None => {
+            QueueStore::Memory(process) => {
                 let (sender, receiver) = async_channel::bounded(capacity);
+                let account = process.sub_account();
+                sheddable = Some(Arc::new(shedding::MemoryQueue {
+                    receiver: receiver.clone(),
+                    account: account.clone(),
+                    metrics: metrics.clone(),
+                }));
                 let queue_size = metrics.queue_size.clone();
-                (
-                    SenderKind::Memory { sender, queue_size },
-                    Source::Memory(receiver),
-                )
+                let sender = SenderKind::Memory {
+                    sender,
+                    queue_size,
+                    account,
+                };
+                (sender, Source::Memory(receiver))
             }
         };
         let consumer = Arc::new(Consumer {
@@ -306,7 +345,16 @@ impl SendingQueue {
             let source = source.clone();
             set.spawn(async move { consumer.run(source).await });
         }
-        Ok((QueueSender { inner }, SendingQueue { consumers: set }))
+        let running = SendingQueue {
+            consumers: set,
+            sheddable,
+        };
+        Ok((QueueSender { inner }, running))
+    }
+
+    /// What the memory limiter may drop from, for an in-memory queue.
+    pub fn sheddable(&self) -> Option<Arc<dyn SheddableQueue>> {
+        self.sheddable.clone()
     }
 
     /// Waits until the consumers have finished.
@@ -338,7 +386,8 @@ impl<E> Consumer<E> {
     {
         match source {
             Source::Memory(receiver) => {
-                while let Ok(batch) = receiver.recv().await {
+                // The batch's bytes stay counted until it is delivered or given up.
+                while let Ok(Queued { batch, hold: _hold }) = receiver.recv().await {
                     self.metrics.queue_size.dec();
                     if self.abort.is_cancelled() {
                         self.give_up(&batch, "shutdown", "the shutdown deadline passed");
@@ -519,7 +568,7 @@ mod tests {
             &retry,
             metrics.clone(),
             CancellationToken::new(),
-            None,
+            QueueStore::Memory(&MemoryAccount::default()),
         )
         .unwrap();
         sender.send(spans(3)).await.unwrap();

@@ -279,7 +279,8 @@ impl Tailer {
                 Pumped::Read {
                     more: file_has_more,
                 } => more |= file_has_more,
-                Pumped::Refused(Refusal::Full) => {
+                // The lines stay in the file: read again once there is room.
+                Pumped::Refused(Refusal::Full | Refusal::MemoryLimit) => {
                     self.next_active = index;
                     return Round::Idle;
                 }

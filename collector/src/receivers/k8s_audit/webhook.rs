@@ -134,6 +134,12 @@ fn refusal_response(refusal: Refusal) -> Response {
             "opscope could not queue the events durably; retry later",
         )
             .into_response(),
+        Refusal::MemoryLimit => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(RETRY_AFTER, "1")],
+            "opscope is over its memory limit; retry later",
+        )
+            .into_response(),
         Refusal::NoPipeline => (
             StatusCode::NOT_FOUND,
             "no logs pipeline lists this receiver",

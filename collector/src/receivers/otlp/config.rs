@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::config::check_listen_address;
 use crate::receivers::auth::AuthConfig;
+use crate::receivers::input_limits::InputLimits;
 use crate::receivers::server::SecuritySettings;
 use crate::receivers::tls::ServerTlsConfig;
 
@@ -14,6 +15,9 @@ const MIB: usize = 1024 * 1024;
 #[serde(deny_unknown_fields)]
 pub struct OtlpReceiverConfig {
     pub protocols: Protocols,
+    /// What one request may carry; requests over a limit are refused whole.
+    #[serde(default)]
+    pub limits: InputLimits,
 }
 
 /// A protocol written with no settings (`grpc:`) is on with its defaults.
@@ -97,6 +101,7 @@ impl OtlpReceiverConfig {
         if self.protocols.grpc.is_none() && self.protocols.http.is_none() {
             return Err(FieldError::new("protocols", "enable grpc, http or both"));
         }
+        self.limits.validate()?;
         if let Some(grpc) = &self.protocols.grpc {
             check_listen_address(&grpc.endpoint)
                 .map_err(|m| FieldError::new("protocols.grpc.endpoint", m))?;

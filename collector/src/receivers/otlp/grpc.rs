@@ -33,10 +33,11 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use super::refusal_message;
+use super::{OVER_LIMITS, refusal_message};
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::GrpcGuard;
+use crate::receivers::input_limits::{InputLimits, WithinLimits};
 use crate::receivers::server::ServerSecurity;
 use crate::receivers::tls::TlsListener;
 use crate::self_telemetry::ReceiverMetrics;
@@ -47,17 +48,26 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 struct ExportService<T> {
     consumer: Consumer<T>,
     metrics: ReceiverMetrics,
+    limits: InputLimits,
 }
 
-impl<T: Telemetry> ExportService<T> {
-    fn new(consumer: Consumer<T>, context: &ReceiverContext) -> Self {
+impl<T: Telemetry + WithinLimits> ExportService<T> {
+    fn new(consumer: Consumer<T>, limits: InputLimits, context: &ReceiverContext) -> Self {
         let metrics = context.telemetry.receiver(T::KIND, &context.id, "grpc");
-        Self { consumer, metrics }
+        Self {
+            consumer,
+            metrics,
+            limits,
+        }
     }
 
     async fn accept(&self, request: Request<T>) -> Result<Response<T::Response>, Status> {
         let data = request.into_inner();
         let items = data.item_count();
+        if let Err(violation) = data.check_limits(&self.limits) {
+            self.metrics.refused(OVER_LIMITS, items);
+            return Err(Status::invalid_argument(violation.to_string()));
+        }
         match self.consumer.deliver(data).await {
             Ok(()) => {
                 self.metrics.accepted(items);
@@ -75,13 +85,14 @@ impl<T: Telemetry> ExportService<T> {
 /// are not worth retrying against this receiver.
 fn refusal_status(refusal: Refusal) -> Status {
     let message = refusal_message(refusal);
-    match refusal {
-        Refusal::Full | Refusal::Closed | Refusal::NotQueued => Status::with_error_details(
+    if refusal.is_retryable() {
+        Status::with_error_details(
             Code::Unavailable,
             message,
             ErrorDetails::with_retry_info(Some(RETRY_DELAY)),
-        ),
-        Refusal::NoPipeline => Status::unimplemented(message),
+        )
+    } else {
+        Status::unimplemented(message)
     }
 }
 
@@ -118,6 +129,7 @@ impl MetricsService for ExportService<ExportMetricsServiceRequest> {
 pub fn serve(
     listener: TcpListener,
     max_message_bytes: usize,
+    limits: InputLimits,
     security: ServerSecurity,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
@@ -128,18 +140,30 @@ pub fn serve(
         let metrics = context.telemetry.receiver(kind, &context.id, "grpc");
         GrpcGuard::new(security.authenticator.as_ref(), metrics)
     };
-    let traces = TraceServiceServer::new(ExportService::new(consumers.traces.clone(), context))
-        .accept_compressed(gzip)
-        .accept_compressed(zstd)
-        .max_decoding_message_size(max_message_bytes);
-    let logs = LogsServiceServer::new(ExportService::new(consumers.logs.clone(), context))
-        .accept_compressed(gzip)
-        .accept_compressed(zstd)
-        .max_decoding_message_size(max_message_bytes);
-    let metrics = MetricsServiceServer::new(ExportService::new(consumers.metrics.clone(), context))
-        .accept_compressed(gzip)
-        .accept_compressed(zstd)
-        .max_decoding_message_size(max_message_bytes);
+    let traces = TraceServiceServer::new(ExportService::new(
+        consumers.traces.clone(),
+        limits.clone(),
+        context,
+    ))
+    .accept_compressed(gzip)
+    .accept_compressed(zstd)
+    .max_decoding_message_size(max_message_bytes);
+    let logs = LogsServiceServer::new(ExportService::new(
+        consumers.logs.clone(),
+        limits.clone(),
+        context,
+    ))
+    .accept_compressed(gzip)
+    .accept_compressed(zstd)
+    .max_decoding_message_size(max_message_bytes);
+    let metrics = MetricsServiceServer::new(ExportService::new(
+        consumers.metrics.clone(),
+        limits,
+        context,
+    ))
+    .accept_compressed(gzip)
+    .accept_compressed(zstd)
+    .max_decoding_message_size(max_message_bytes);
     let corrections = StatusCorrectionLayer {
         metrics: TelemetryKind::ALL
             .map(|kind| context.telemetry.receiver(kind, &context.id, "grpc")),

@@ -19,11 +19,12 @@ use opscope_proto::prost::Message;
 use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
 
-use super::refusal_message;
-use crate::pipeline::{Consumer, Refusal};
+use super::{OVER_LIMITS, refusal_message};
+use crate::pipeline::Consumer;
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::{Authenticator, HttpGuard};
 use crate::receivers::http_body::read_body;
+use crate::receivers::input_limits::{InputLimits, WithinLimits};
 use crate::receivers::server::{ServerSecurity, serve_http};
 use crate::self_telemetry::ReceiverMetrics;
 
@@ -81,33 +82,43 @@ struct Endpoint<T> {
     consumer: Consumer<T>,
     metrics: ReceiverMetrics,
     max_body: usize,
+    limits: InputLimits,
+}
+
+/// What every route of the server shares.
+struct RouteSettings<'a> {
+    max_body: usize,
+    limits: &'a InputLimits,
+    authenticator: Option<&'a Arc<Authenticator>>,
 }
 
 pub fn serve(
     listener: TcpListener,
     max_body: usize,
+    limits: InputLimits,
     security: ServerSecurity,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
-    let authenticator = security.authenticator.as_ref();
+    let settings = RouteSettings {
+        max_body,
+        limits: &limits,
+        authenticator: security.authenticator.as_ref(),
+    };
     let router = Router::new()
         .merge(route::<ExportTraceServiceRequest>(
             consumers.traces.clone(),
-            max_body,
-            authenticator,
+            &settings,
             context,
         ))
         .merge(route::<ExportLogsServiceRequest>(
             consumers.logs.clone(),
-            max_body,
-            authenticator,
+            &settings,
             context,
         ))
         .merge(route::<ExportMetricsServiceRequest>(
             consumers.metrics.clone(),
-            max_body,
-            authenticator,
+            &settings,
             context,
         ))
         .layer(RequestDecompressionLayer::new());
@@ -120,23 +131,23 @@ pub fn serve(
     )
 }
 
-fn route<T: Telemetry>(
+fn route<T: Telemetry + WithinLimits>(
     consumer: Consumer<T>,
-    max_body: usize,
-    authenticator: Option<&Arc<Authenticator>>,
+    settings: &RouteSettings<'_>,
     context: &ReceiverContext,
 ) -> Router {
     let metrics = context.telemetry.receiver(T::KIND, &context.id, "http");
     let endpoint = Endpoint {
         consumer,
         metrics: metrics.clone(),
-        max_body,
+        max_body: settings.max_body,
+        limits: settings.limits.clone(),
     };
     let router = Router::new().route(T::HTTP_PATH, post(export::<T>).with_state(endpoint));
-    HttpGuard::protect(router, authenticator, metrics)
+    HttpGuard::protect(router, settings.authenticator, metrics)
 }
 
-async fn export<T: Telemetry>(
+async fn export<T: Telemetry + WithinLimits>(
     State(endpoint): State<Endpoint<T>>,
     headers: HeaderMap,
     body: Body,
@@ -161,6 +172,10 @@ async fn export<T: Telemetry>(
         }
     };
     let items = data.item_count();
+    if let Err(violation) = data.check_limits(&endpoint.limits) {
+        endpoint.metrics.refused(OVER_LIMITS, items);
+        return error(format, StatusCode::BAD_REQUEST, violation.to_string());
+    }
     match endpoint.consumer.deliver(data).await {
         Ok(()) => {
             endpoint.metrics.accepted(items);
@@ -172,11 +187,10 @@ async fn export<T: Telemetry>(
         }
         Err(refusal) => {
             endpoint.metrics.refused(refusal.reason(), items);
-            let status = match refusal {
-                Refusal::Full | Refusal::Closed | Refusal::NotQueued => {
-                    StatusCode::SERVICE_UNAVAILABLE
-                }
-                Refusal::NoPipeline => StatusCode::NOT_FOUND,
+            let status = if refusal.is_retryable() {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::NOT_FOUND
             };
             let mut response = error(format, status, refusal_message(refusal).to_string());
             if status == StatusCode::SERVICE_UNAVAILABLE {

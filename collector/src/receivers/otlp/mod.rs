@@ -25,6 +25,7 @@ pub async fn start(
         tasks.spawn(grpc::serve(
             listener,
             grpc.max_message_bytes(),
+            config.limits.clone(),
             security,
             &context,
         ));
@@ -37,12 +38,16 @@ pub async fn start(
         tasks.spawn(http::serve(
             listener,
             http.max_request_body_size,
+            config.limits.clone(),
             security,
             &context,
         ));
     }
     Ok(())
 }
+
+/// The `reason` label of requests refused for going over the input limits.
+const OVER_LIMITS: &str = "limits";
 
 /// What a client is told when its request is refused.
 fn refusal_message(refusal: Refusal) -> &'static str {
@@ -51,5 +56,6 @@ fn refusal_message(refusal: Refusal) -> &'static str {
         Refusal::Closed => "opscope is shutting down; retry elsewhere or later",
         Refusal::NoPipeline => "no pipeline of this signal type listens to this receiver",
         Refusal::NotQueued => "opscope could not queue the data durably; retry later",
+        Refusal::MemoryLimit => "opscope is over its memory limit; retry later",
     }
 }

@@ -1,0 +1,197 @@
+//! The memory limiter over real sockets: with the downstream blocked and a small
+//! limit, receivers refuse with a retryable `memory_limit` refusal before the agent's
+//! resident memory reaches the hard limit, and once the downstream is back everything
+//! that was accepted is delivered and new data is taken again.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Behaviour, Opscope, OtlpSink, Ports, http_post, wait_until};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
+use tokio::runtime::Runtime;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const MIB: u64 = 1024 * 1024;
+const LIMIT_MIB: u64 = 96;
+const SPIKE_MIB: u64 = 32;
+/// What the resident size may exceed the hard limit by: the limiter samples every
+/// 100 ms, and requests being decoded or encoded when it does are not yet counted.
+const RSS_MARGIN_MIB: u64 = 16;
+const SPANS_PER_REQUEST: usize = 200;
+/// Each span carries this much attribute text, so a request is about 220 KB.
+const PAYLOAD_BYTES: usize = 1024;
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn config(ports: &Ports, sink: &OtlpSink) -> String {
+    // A queue far larger than the limit, so that the limiter, not the queue, pushes back.
+    let exporter = format!(
+        "{{ endpoint: {}, timeout: 60s, compression: none, \
+         sending_queue: {{ queue_size: 100000, num_consumers: 2 }}, \
+         retry_on_failure: {{ initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 0 }} }}",
+        sink.endpoint()
+    );
+    let limiter = format!(
+        "processors:\n  memory_limiter: {{ check_interval: 100ms, limit_mib: {LIMIT_MIB}, spike_limit_mib: {SPIKE_MIB} }}\n"
+    );
+    ports
+        .config("otlp/sink", &exporter)
+        .replacen("processors:\n", &limiter, 1)
+        .replace("processors: [batch]", "processors: [memory_limiter, batch]")
+}
+
+fn spans(request: usize) -> ExportTraceServiceRequest {
+    let payload = "x".repeat(PAYLOAD_BYTES);
+    let spans = (0..SPANS_PER_REQUEST)
+        .map(|i| Span {
+            trace_id: [request.to_be_bytes(), i.to_be_bytes()].concat(),
+            span_id: (i as u64).to_be_bytes().to_vec(),
+            name: format!("request-{request}-span-{i}"),
+            attributes: vec![KeyValue {
+                key: "payload".into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(payload.clone())),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .collect();
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .expect("a VmRSS line");
+    kib * 1024
+}
+
+/// What a load run saw.
+#[derive(Default)]
+struct Load {
+    accepted_spans: usize,
+    refusals: usize,
+    max_resident: u64,
+}
+
+#[test]
+fn over_the_soft_limit_receivers_refuse_and_nothing_accepted_is_lost() {
+    let sink = OtlpSink::grpc();
+    sink.set_behaviour(Behaviour::Hold);
+    let ports = Ports::free();
+    let opscope = Opscope::start(&config(&ports, &sink), &ports.health_addr());
+    let idle = resident_bytes(opscope.pid());
+    let runtime = Runtime::new().expect("client runtime");
+    let mut client: TraceServiceClient<Channel> = runtime
+        .block_on(TraceServiceClient::connect(ports.grpc_url()))
+        .expect("connect to opscope");
+    client = client.max_decoding_message_size(16 * MIB as usize);
+
+    // Keep sending for a while after the first refusal, as a retrying client would.
+    let mut load = Load::default();
+    let mut first_refusal = None;
+    for request in 0..5000 {
+        match runtime.block_on(client.export(spans(request))) {
+            Ok(_) => load.accepted_spans += SPANS_PER_REQUEST,
+            Err(status) => {
+                assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                assert!(status.message().contains("memory limit"), "{status:?}");
+                load.refusals += 1;
+                first_refusal.get_or_insert_with(Instant::now);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        load.max_resident = load.max_resident.max(resident_bytes(opscope.pid()));
+        if first_refusal.is_some_and(|at| at.elapsed() > Duration::from_secs(3)) {
+            break;
+        }
+    }
+    eprintln!(
+        "idle RSS {} MiB, peak RSS {} MiB, accepted {} spans, {} refusals",
+        idle / MIB,
+        load.max_resident / MIB,
+        load.accepted_spans,
+        load.refusals
+    );
+    assert!(load.refusals > 0, "the limiter refused nothing");
+    assert!(load.accepted_spans > 0);
+    assert!(
+        load.max_resident < (LIMIT_MIB + RSS_MARGIN_MIB) * MIB,
+        "peak RSS {} MiB",
+        load.max_resident / MIB
+    );
+
+    let metrics = ports.metrics_addr();
+    let refused = opscope.metric_value(
+        &metrics,
+        "opscope_receiver_refused_spans_total",
+        &[("reason", "memory_limit")],
+    );
+    assert_eq!(refused, (load.refusals * SPANS_PER_REQUEST) as f64);
+    assert!(
+        opscope.metric_value(&metrics, "opscope_memory_limiter_accounted_bytes", &[]) > 0.0,
+        "the held data is counted"
+    );
+    let http = http_post(
+        &ports.http_addr(),
+        "/v1/traces",
+        &[("Content-Type", "application/x-protobuf")],
+        &spans(9999).encode_to_vec(),
+    )
+    .expect("HTTP request");
+    assert_eq!(http.status, 503, "{}", http.text());
+    assert!(http.header("Retry-After").is_some(), "{}", http.text());
+
+    sink.release();
+    assert!(
+        sink.wait_for(TIMEOUT, |r| r.span_count() >= load.accepted_spans),
+        "only {} of {} accepted spans arrived",
+        sink.span_count(),
+        load.accepted_spans
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        sink.span_count(),
+        load.accepted_spans,
+        "count in = count out"
+    );
+    let shed = opscope.metric_value(
+        &metrics,
+        "opscope_exporter_send_failed_spans_total",
+        &[("reason", "memory_limit")],
+    );
+    assert_eq!(shed, 0.0, "the hard limit was never reached");
+
+    // Once the data is gone, memory falls back below the soft limit and data is taken again.
+    let mut client_again = client.clone();
+    assert!(
+        wait_until(TIMEOUT, || runtime
+            .block_on(client_again.export(spans(10_000)))
+            .is_ok()),
+        "still refusing after delivery; state {}",
+        opscope.metric_value(&metrics, "opscope_memory_limiter_state", &[])
+    );
+    assert_eq!(
+        opscope.metric_value(&metrics, "opscope_memory_limiter_state", &[]),
+        0.0
+    );
+    assert!(opscope.logs().contains("memory above the soft limit"));
+}
