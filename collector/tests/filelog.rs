@@ -629,8 +629,8 @@ async fn a_damaged_checkpoint_fails_the_start_with_its_path() {
 
 /// The offsets of the checkpoint, by path; empty when there is none.
 fn checkpointed_offsets(logs: &PodLogs) -> Vec<u64> {
-    let text = std::fs::read_to_string(logs.storage().join("filelog.checkpoint.json"))
-        .unwrap_or_default();
+    let text =
+        std::fs::read_to_string(logs.storage().join("filelog.checkpoint.json")).unwrap_or_default();
     let Ok(checkpoint) = serde_json::from_str::<serde_json::Value>(&text) else {
         return Vec::new();
     };
@@ -657,8 +657,7 @@ async fn with_a_durable_pipeline_the_checkpoint_waits_for_its_confirmation() {
     let mut held = Vec::new();
     let mut taken = 0;
     while taken < 500 {
-        let Ok(Some(Input { data, acknowledge })) =
-            tokio::time::timeout(WAIT, input.recv()).await
+        let Ok(Some(Input { data, acknowledge })) = tokio::time::timeout(WAIT, input.recv()).await
         else {
             panic!("only {taken} of 500 lines taken");
         };
@@ -667,7 +666,9 @@ async fn with_a_durable_pipeline_the_checkpoint_waits_for_its_confirmation() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        checkpointed_offsets(&logs).iter().all(|offset| *offset == 0),
+        checkpointed_offsets(&logs)
+            .iter()
+            .all(|offset| *offset == 0),
         "nothing is checkpointed before it is confirmed: {:?}",
         checkpointed_offsets(&logs)
     );
