@@ -22,6 +22,7 @@ use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ExporterConfig};
+use crate::self_telemetry::SelfTelemetry;
 
 /// A built exporter of one of the known types.
 pub enum Built {
@@ -45,7 +46,7 @@ pub struct Exporters(BTreeMap<String, BuiltExporter>);
 impl Exporters {
     /// Builds the exporters that some pipeline lists (binding the endpoints of those
     /// that serve one).
-    pub fn build(config: &Config) -> Result<Self, ConfigError> {
+    pub fn build(config: &Config, telemetry: &SelfTelemetry) -> Result<Self, ConfigError> {
         let mut built = BTreeMap::new();
         let listed = config.service.pipelines.values().flat_map(|p| &p.exporters);
         for name in listed {
@@ -58,7 +59,7 @@ impl Exporters {
             let at = |e: FieldError| {
                 ConfigError::new(format!("exporters.{name}.{}", e.field), e.message)
             };
-            built.insert(name.clone(), build(name, exporter).map_err(at)?);
+            built.insert(name.clone(), build(name, exporter, telemetry).map_err(at)?);
         }
         Ok(Self(built))
     }
@@ -129,7 +130,11 @@ fn file_name(name: &str) -> String {
         .collect()
 }
 
-fn build(name: &str, config: &ExporterConfig) -> Result<BuiltExporter, FieldError> {
+fn build(
+    name: &str,
+    config: &ExporterConfig,
+    telemetry: &SelfTelemetry,
+) -> Result<BuiltExporter, FieldError> {
     let queued = |exporter, queue: &QueueConfig, retry: &RetryConfig| BuiltExporter {
         exporter,
         queue: queue.clone(),
@@ -158,7 +163,11 @@ fn build(name: &str, config: &ExporterConfig) -> Result<BuiltExporter, FieldErro
         ),
         // Serving a scrape endpoint cannot fail: the default queue suffices.
         ExporterConfig::Prometheus(prometheus) => queued(
-            Built::Prometheus(Arc::new(PrometheusExporter::start(name, prometheus)?)),
+            Built::Prometheus(Arc::new(PrometheusExporter::start(
+                name,
+                prometheus,
+                telemetry.certificate_reloads(&format!("exporters.{name}"), "http"),
+            )?)),
             &QueueConfig::default(),
             &RetryConfig::default(),
         ),

@@ -17,7 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::receivers::tls::ReloadMetrics;
+use opscope_exporters::server_tls::ReloadMetrics;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -115,8 +115,8 @@ impl SelfTelemetry {
         );
         let certificate_reloads = Family::<Labels, Counter>::default();
         registry.register(
-            "receiver_tls_certificate_reloads",
-            "Reloads of a receiver's TLS certificate after its files changed, by outcome (loaded, failed)",
+            "server_tls_certificate_reloads",
+            "Reloads of a server's TLS certificate after its files changed, by server, transport and outcome (loaded, failed)",
             certificate_reloads.clone(),
         );
         let queue_size = Family::<Labels, Gauge>::default();
@@ -255,11 +255,13 @@ impl SelfTelemetry {
     }
 
     /// The reload counters of one receiver server's TLS certificate.
-    pub fn certificate_reloads(&self, receiver: &str, transport: &str) -> ReloadMetrics {
+    /// The reload counters of the TLS certificate of `server` (a receiver's id, or
+    /// the setting of an exposition endpoint such as `service.telemetry.metrics`).
+    pub fn certificate_reloads(&self, server: &str, transport: &str) -> ReloadMetrics {
         let outcome = |outcome: &str| {
             self.certificate_reloads
                 .get_or_create(&labels(&[
-                    ("receiver", receiver),
+                    ("server", server),
                     ("transport", transport),
                     ("outcome", outcome),
                 ]))

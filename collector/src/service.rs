@@ -2,6 +2,7 @@
 //! serves health and self-telemetry, and shuts down in order (stop receiving,
 //! drain the pipelines, deliver what is queued within the shutdown timeout).
 
+use opscope_exporters::server_tls::{self, Alpn, ServerTlsConfig};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -44,7 +45,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_receiving = CancellationToken::new();
     let stop_servers = CancellationToken::new();
 
-    let exporters = Exporters::build(&config)?;
+    let exporters = Exporters::build(&config, &telemetry)?;
     let memory = MemoryAccount::default();
     let stop_ticking = CancellationToken::new();
     let (mut signals, correlators) = SignalOutput::start(
@@ -248,43 +249,74 @@ async fn serve_extensions(
     stop: &CancellationToken,
     servers: &mut JoinSet<()>,
 ) -> Result<(), ServiceError> {
-    let address = &config.service.telemetry.metrics.address;
-    let listener = bind("service.telemetry.metrics", address).await?;
-    servers.spawn(serve_http(
-        listener,
-        Arc::clone(telemetry).router(),
-        stop.clone(),
-    ));
+    let metrics = &config.service.telemetry.metrics;
+    let server = Exposition {
+        what: "service.telemetry.metrics",
+        address: &metrics.address,
+        tls: metrics.tls.as_ref(),
+    };
+    servers.spawn(
+        server
+            .serve(Arc::clone(telemetry).router(), telemetry, stop)
+            .await?,
+    );
     for id in &config.service.extensions {
         if let Some(ExtensionConfig::HealthCheck(health)) = config.extensions.get(id) {
-            let listener = bind("extensions.health_check", &health.endpoint).await?;
-            servers.spawn(serve_http(
-                listener,
-                health_check::router(readiness.clone()),
-                stop.clone(),
-            ));
+            let server = Exposition {
+                what: "extensions.health_check",
+                address: &health.endpoint,
+                tls: health.tls.as_ref(),
+            };
+            let router = health_check::router(readiness.clone());
+            servers.spawn(server.serve(router, telemetry, stop).await?);
         }
     }
     Ok(())
 }
 
-async fn bind(what: &'static str, address: &str) -> Result<TcpListener, ServiceError> {
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|source| ServiceError::Bind {
-            what,
-            address: address.to_string(),
-            source,
-        })?;
-    if let Ok(local) = listener.local_addr() {
-        tracing::info!(%what, address = %local, "listening");
-    }
-    Ok(listener)
+/// One of the agent's own HTTP endpoints (self-telemetry, health).
+struct Exposition<'a> {
+    /// The setting it comes from, for errors and logs.
+    what: &'static str,
+    address: &'a str,
+    tls: Option<&'a ServerTlsConfig>,
 }
 
-async fn serve_http(listener: TcpListener, router: axum::Router, stop: CancellationToken) {
-    let server = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned());
-    if let Err(err) = server.await {
-        tracing::error!(%err, "HTTP server failed");
+impl Exposition<'_> {
+    /// Binds the endpoint and returns the task that serves `router` until `stop`.
+    async fn serve(
+        self,
+        router: axum::Router,
+        telemetry: &SelfTelemetry,
+        stop: &CancellationToken,
+    ) -> Result<impl Future<Output = ()> + Send + 'static, ServiceError> {
+        let what = self.what;
+        let tls = self
+            .tls
+            .map(|tls| {
+                let reloads = telemetry.certificate_reloads(what, "http");
+                tls.server_config(Alpn::Http2AndHttp1, what, reloads)
+            })
+            .transpose()
+            .map_err(|error| {
+                ConfigError::new(format!("{what}.{}", error.field()), error.to_string())
+            })?;
+        let listener =
+            TcpListener::bind(self.address)
+                .await
+                .map_err(|source| ServiceError::Bind {
+                    what,
+                    address: self.address.to_string(),
+                    source,
+                })?;
+        if let Ok(local) = listener.local_addr() {
+            tracing::info!(%what, address = %local, tls = tls.is_some(), "listening");
+        }
+        let stopped = stop.clone().cancelled_owned();
+        Ok(async move {
+            if let Err(err) = server_tls::serve_http(listener, tls, router, stopped, what).await {
+                tracing::error!(%what, %err, "HTTP server failed");
+            }
+        })
     }
 }

@@ -340,7 +340,7 @@ fn a_replaced_certificate_is_served_to_new_connections_and_garbage_is_ignored() 
     let reloads = |outcome: &str| {
         opscope.metric_value(
             &ports.metrics_addr(),
-            "opscope_receiver_tls_certificate_reloads_total",
+            "opscope_server_tls_certificate_reloads_total",
             &[("transport", "http"), ("outcome", outcome)],
         )
     };
@@ -504,4 +504,68 @@ service:
     assert_eq!(refused_unauthenticated(&opscope, &ports, "http"), 2.0);
     assert_eq!(runtime.block_on(post(Some(TOKEN))), reqwest::StatusCode::OK);
     assert!(sink.wait_for(TIMEOUT, |received| received.log_record_count() == 1));
+}
+
+#[test]
+fn self_telemetry_health_and_prometheus_endpoints_serve_over_tls() {
+    let pki = Pki::new();
+    pki.install_server(&pki.server(1));
+    let sink = OtlpSink::grpc();
+    let ports = Ports::free();
+    let prometheus = free_port();
+    let tls = pki.tls_settings("");
+    let config = config(&ports, &sink, "", "")
+        .replace(
+            &format!("endpoint: 127.0.0.1:{} }}", ports.health),
+            &format!("endpoint: 127.0.0.1:{}, {tls} }}", ports.health),
+        )
+        .replace(
+            &format!("address: 127.0.0.1:{} }}", ports.metrics),
+            &format!("address: 127.0.0.1:{}, {tls} }}", ports.metrics),
+        )
+        .replace(
+            "exporters:\n  otlp/sink:",
+            &format!("exporters:\n  prometheus: {{ endpoint: 127.0.0.1:{prometheus}, {tls} }}\n  otlp/sink:"),
+        )
+        .replace(
+            "metrics: { receivers: [otlp], processors: [batch], exporters: [otlp/sink] }",
+            "metrics: { receivers: [otlp], processors: [batch], exporters: [otlp/sink, prometheus] }",
+        );
+    assert!(
+        config.contains("exporters: [otlp/sink, prometheus]"),
+        "{config}"
+    );
+    let opscope = Opscope::spawn(&config);
+    let client = https_client(&pki, None);
+    let runtime = runtime();
+    let get = |port: u16, path: &str| {
+        runtime.block_on(async {
+            let response = client
+                .get(format!("{}{path}", https_url(port)))
+                .send()
+                .await?;
+            let status = response.status();
+            Ok::<_, reqwest::Error>((status, response.text().await?))
+        })
+    };
+    let ready = wait_until(TIMEOUT, || {
+        get(ports.health, "/readyz").is_ok_and(|(status, _)| status == reqwest::StatusCode::OK)
+    });
+    assert!(ready, "readiness over HTTPS: {}", opscope.logs());
+    let (status, telemetry) = get(ports.metrics, "/metrics").expect("self-telemetry over HTTPS");
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert!(
+        telemetry.contains("opscope_receiver_accepted_spans"),
+        "{telemetry}"
+    );
+    let (status, _) = get(prometheus, "/metrics").expect("the prometheus endpoint over HTTPS");
+    assert_eq!(status, reqwest::StatusCode::OK);
+
+    for port in [ports.health, ports.metrics, prometheus] {
+        let plain = common::http_get(&format!("127.0.0.1:{port}"), "/metrics");
+        assert!(
+            plain.is_err(),
+            "plain HTTP was answered on {port}: {plain:?}"
+        );
+    }
 }

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use opscope_exporters::prometheus::{
     PrometheusConfig, PrometheusExporter, RemoteWriteConfig, RemoteWriteExporter,
 };
+use opscope_exporters::server_tls::ReloadMetrics;
 use opscope_exporters::{ExportError, Exporter, SignalBatch};
 use opscope_processors::correlator::{
     ObjectRef, OperatorRef, Severity, Signal, SignalState, SignalType,
@@ -285,8 +286,12 @@ fn sample_lines(exposition: &str) -> Vec<&str> {
 
 #[tokio::test]
 async fn scrape_serves_text_and_openmetrics_over_a_socket() {
-    let exporter =
-        PrometheusExporter::start("prometheus", &pull_config("127.0.0.1:0")).expect("starts");
+    let exporter = PrometheusExporter::start(
+        "prometheus",
+        &pull_config("127.0.0.1:0"),
+        ReloadMetrics::default(),
+    )
+    .expect("starts");
     let address = exporter.local_addr();
     feed(&exporter).await;
 
@@ -335,8 +340,12 @@ async fn scrape_serves_text_and_openmetrics_over_a_socket() {
 
 #[tokio::test]
 async fn resolved_signals_leave_and_repeated_batches_count_again() {
-    let exporter =
-        PrometheusExporter::start("prometheus", &pull_config("127.0.0.1:0")).expect("starts");
+    let exporter = PrometheusExporter::start(
+        "prometheus",
+        &pull_config("127.0.0.1:0"),
+        ReloadMetrics::default(),
+    )
+    .expect("starts");
     feed(&exporter).await;
     let resolved = exporter.export(&loop_signal(SignalState::Resolved)).await;
     assert!(resolved.is_ok());
@@ -358,14 +367,22 @@ async fn resolved_signals_leave_and_repeated_batches_count_again() {
 async fn the_endpoint_is_named_when_it_cannot_be_bound_and_stops_on_drop() {
     let taken = TcpListener::bind("127.0.0.1:0").expect("a port");
     let address = taken.local_addr().expect("bound").to_string();
-    let error = PrometheusExporter::start("prometheus", &pull_config(&address))
-        .err()
-        .expect("the port is taken");
+    let error = PrometheusExporter::start(
+        "prometheus",
+        &pull_config(&address),
+        ReloadMetrics::default(),
+    )
+    .err()
+    .expect("the port is taken");
     assert_eq!(error.field, "endpoint");
     drop(taken);
 
-    let exporter =
-        PrometheusExporter::start("prometheus", &pull_config("127.0.0.1:0")).expect("starts");
+    let exporter = PrometheusExporter::start(
+        "prometheus",
+        &pull_config("127.0.0.1:0"),
+        ReloadMetrics::default(),
+    )
+    .expect("starts");
     let address = exporter.local_addr();
     scrape(address, None).await;
     drop(exporter);
@@ -567,8 +584,12 @@ async fn real_prometheus_scrapes_and_receives_the_same_series() {
         return;
     };
     let started = Instant::now();
-    let pull =
-        PrometheusExporter::start("prometheus", &pull_config("127.0.0.1:0")).expect("starts");
+    let pull = PrometheusExporter::start(
+        "prometheus",
+        &pull_config("127.0.0.1:0"),
+        ReloadMetrics::default(),
+    )
+    .expect("starts");
     let server = PrometheusServer::start(&binary, pull.local_addr()).await;
     let push = RemoteWriteExporter::new(
         "prometheusremotewrite",

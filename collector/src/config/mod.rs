@@ -5,6 +5,7 @@
 pub mod components;
 pub mod env;
 
+use opscope_exporters::server_tls::ServerTlsConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
@@ -92,12 +93,15 @@ pub struct TelemetryConfig {
 pub struct MetricsTelemetryConfig {
     /// Where opscope serves its own metrics (`/metrics`).
     pub address: String,
+    /// Serve them over TLS.
+    pub tls: Option<ServerTlsConfig>,
 }
 
 impl Default for MetricsTelemetryConfig {
     fn default() -> Self {
         Self {
             address: "127.0.0.1:8888".into(),
+            tls: None,
         }
     }
 }
@@ -415,6 +419,19 @@ impl Config {
             errors.push(ConfigError::new(
                 "service.telemetry.metrics.address",
                 message,
+            ));
+        }
+        if let Some(Err(error)) = self
+            .service
+            .telemetry
+            .metrics
+            .tls
+            .as_ref()
+            .map(|tls| tls.validate())
+        {
+            errors.push(ConfigError::new(
+                format!("service.telemetry.metrics.{}", error.field),
+                error.message,
             ));
         }
         if tracing_subscriber::EnvFilter::try_new(&self.service.telemetry.logs.level).is_err() {

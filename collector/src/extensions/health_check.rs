@@ -8,6 +8,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use opscope_exporters::server_tls::ServerTlsConfig;
 use opscope_processors::config::FieldError;
 use serde::Deserialize;
 
@@ -17,19 +18,23 @@ use crate::config::check_listen_address;
 #[serde(deny_unknown_fields, default)]
 pub struct HealthCheckConfig {
     pub endpoint: String,
+    /// Serve the probes over TLS (kubelet probes then need `scheme: HTTPS`).
+    pub tls: Option<ServerTlsConfig>,
 }
 
 impl Default for HealthCheckConfig {
     fn default() -> Self {
         Self {
             endpoint: "127.0.0.1:13133".into(),
+            tls: None,
         }
     }
 }
 
 impl HealthCheckConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
-        check_listen_address(&self.endpoint).map_err(|m| FieldError::new("endpoint", m))
+        check_listen_address(&self.endpoint).map_err(|m| FieldError::new("endpoint", m))?;
+        self.tls.as_ref().map_or(Ok(()), ServerTlsConfig::validate)
     }
 }
 

@@ -2,7 +2,6 @@
 //! binds a configured receiver and connects it to the pipelines that list it.
 
 pub mod auth;
-mod file_watch;
 pub mod filelog;
 mod http_body;
 pub mod input_limits;
@@ -10,7 +9,6 @@ pub mod k8s_audit;
 pub mod otlp;
 pub mod prometheus_scrape;
 mod server;
-pub mod tls;
 
 use std::sync::Arc;
 

@@ -10,8 +10,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthConfig, Authenticator};
-use super::tls::{Alpn, ServerTlsConfig, TlsListener};
 use super::{ReceiverContext, ReceiverError};
+use opscope_exporters::server_tls::{self, Alpn, ServerTlsConfig};
 
 /// Binds a receiver's listener; a port in use fails the start with the address.
 pub async fn bind(receiver: &str, address: &str) -> Result<TcpListener, ReceiverError> {
@@ -104,20 +104,7 @@ pub async fn serve_http(
     receiver: String,
 ) {
     let stopped = shutdown.cancelled_owned();
-    let result = match tls {
-        Some(config) => {
-            let listener = TlsListener::new(listener, config, &receiver);
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
-        None => {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
-    };
-    if let Err(err) = result {
+    if let Err(err) = server_tls::serve_http(listener, tls, router, stopped, &receiver).await {
         tracing::error!(receiver = %receiver, %err, "HTTP server failed");
     }
 }

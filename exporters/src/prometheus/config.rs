@@ -11,6 +11,7 @@ use url::Url;
 use super::names::is_valid_label_name;
 use super::store::SeriesLimits;
 use crate::queue::{QueueConfig, RetryConfig};
+use crate::server_tls::ServerTlsConfig;
 use crate::settings::SharedSettings;
 use crate::tls::TlsClientConfig;
 
@@ -46,6 +47,9 @@ pub struct PrometheusConfig {
     /// Series exposed at most; more are refused and counted.
     #[serde(default = "default_max_series")]
     pub max_series: usize,
+    /// Serve `/metrics` over TLS.
+    #[serde(default)]
+    pub tls: Option<ServerTlsConfig>,
 }
 
 impl Default for PrometheusConfig {
@@ -55,6 +59,7 @@ impl Default for PrometheusConfig {
             metric_expiration: default_expiration(),
             const_labels: BTreeMap::new(),
             max_series: default_max_series(),
+            tls: None,
         }
     }
 }
@@ -73,6 +78,9 @@ impl PrometheusConfig {
             ));
         }
         validate_labels("const_labels", &self.const_labels)?;
+        if let Some(tls) = &self.tls {
+            tls.validate()?;
+        }
         validate_limits(self.metric_expiration, self.max_series)
     }
 

@@ -1,6 +1,7 @@
 //! The `prometheus` exporter: keeps the series that traces, logs, metrics and signals
 //! make and serves them on `endpoint` for Prometheus to scrape.
 
+use crate::server_tls::{Alpn, ReloadMetrics};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -36,7 +37,11 @@ impl PrometheusExporter {
     /// Binds `endpoint` and serves `GET /metrics` on a task of the current Tokio
     /// runtime until the exporter is dropped. Errors name the setting at fault
     /// (`endpoint` when it cannot be bound).
-    pub fn start(name: &str, config: &PrometheusConfig) -> Result<Self, FieldError> {
+    pub fn start(
+        name: &str,
+        config: &PrometheusConfig,
+        reloads: ReloadMetrics,
+    ) -> Result<Self, FieldError> {
         config.validate()?;
         let endpoint_error = |why: String| {
             FieldError::new(
@@ -56,8 +61,14 @@ impl PrometheusExporter {
             config.limits(),
             &config.const_labels,
         )));
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|tls| tls.server_config(Alpn::Http2AndHttp1, name, reloads))
+            .transpose()
+            .map_err(FieldError::from)?;
         let stop = CancellationToken::new();
-        server::serve(listener, Arc::clone(&state), stop.clone(), name)
+        server::serve(listener, tls, Arc::clone(&state), stop.clone(), name)
             .map_err(|e| endpoint_error(e.to_string()))?;
         tracing::info!(exporter = %name, %address, "prometheus endpoint serving /metrics");
         Ok(Self {

@@ -2,6 +2,7 @@
 //! asks for (OpenMetrics 1.0 or text 0.0.4), served on a task that stops when its
 //! token is cancelled.
 
+use crate::server_tls::serve_http;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -75,6 +76,7 @@ pub fn render(state: &SharedState, format: Format) -> String {
 /// runtime.
 pub fn serve(
     listener: std::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
     state: SharedState,
     stop: CancellationToken,
     name: &str,
@@ -86,9 +88,7 @@ pub fn serve(
         .with_state(state);
     let name = name.to_string();
     tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
+        let served = serve_http(listener, tls, router, stop.cancelled_owned(), &name).await;
         if let Err(error) = served {
             tracing::error!(exporter = %name, %error, "prometheus endpoint stopped");
         }

@@ -11,7 +11,7 @@ use opscope_processors::config::FieldError;
 use subtle::{Choice, ConstantTimeEq};
 
 use super::{AuthConfig, read_password, read_tokens};
-use crate::receivers::file_watch::WatchedFiles;
+use opscope_exporters::file_watch::WatchedFiles;
 
 /// Credential files are looked at no more often than this: a rotated token is
 /// taken within a second, and a busy receiver does not `stat` on every request.

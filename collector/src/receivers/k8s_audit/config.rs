@@ -10,7 +10,7 @@ use crate::config::check_listen_address;
 use crate::receivers::auth::AuthConfig;
 use crate::receivers::filelog::config::{FilelogConfig, LineFormat};
 use crate::receivers::server::SecuritySettings;
-use crate::receivers::tls::ServerTlsConfig;
+use opscope_exporters::server_tls::ServerTlsConfig;
 
 const MIB: usize = 1024 * 1024;
 

@@ -12,8 +12,8 @@ use tokio::task::JoinSet;
 pub use config::K8sAuditConfig;
 
 use super::server::bind;
-use super::tls::Alpn;
 use super::{ReceiverContext, ReceiverError, filelog};
+use opscope_exporters::server_tls::Alpn;
 
 /// Binds the webhook's listener (a port in use fails the start) and spawns its
 /// server, which stops after `shutdown` fires and in-flight batches are answered.

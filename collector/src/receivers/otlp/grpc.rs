@@ -39,8 +39,8 @@ use crate::receivers::ReceiverContext;
 use crate::receivers::auth::GrpcGuard;
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
 use crate::receivers::server::ServerSecurity;
-use crate::receivers::tls::TlsListener;
 use crate::self_telemetry::ReceiverMetrics;
+use opscope_exporters::server_tls::TlsListener;
 
 /// How long a refused client is asked to wait before retrying.
 const RETRY_DELAY: Duration = Duration::from_secs(1);

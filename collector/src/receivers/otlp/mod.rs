@@ -10,9 +10,9 @@ use tokio::task::JoinSet;
 pub use config::OtlpReceiverConfig;
 
 use super::server::bind;
-use super::tls::Alpn;
 use super::{ReceiverContext, ReceiverError};
 use crate::pipeline::Refusal;
+use opscope_exporters::server_tls::Alpn;
 
 pub async fn start(
     config: &OtlpReceiverConfig,

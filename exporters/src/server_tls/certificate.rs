@@ -14,7 +14,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use super::TlsError;
-use crate::receivers::file_watch::WatchedFiles;
+use crate::file_watch::WatchedFiles;
 
 const CERT_FIELD: &str = "tls.cert_file";
 const KEY_FIELD: &str = "tls.key_file";

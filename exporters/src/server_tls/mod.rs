@@ -1,9 +1,10 @@
-//! Server TLS for every receiver that listens: the `tls` settings, the rustls
+//! Server TLS for every server opscope runs (receivers, exposition endpoints): the `tls` settings, the rustls
 //! server config built from them (optionally verifying client certificates), and
 //! a listener that completes handshakes before handing connections to a server.
 
 mod certificate;
 mod listener;
+mod serve;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use serde::Deserialize;
 
 pub use certificate::ReloadMetrics;
 pub use listener::TlsListener;
+pub use serve::serve_http;
 
 use certificate::{ReloadingCertificate, load_certified_key, read_certificates};
 
