@@ -427,7 +427,7 @@ fn check_references(
                 format!("\"{id}\" is not defined under {list}"),
             ));
         }
-        if ids[..index].contains(id) {
+        if ids.iter().take(index).any(|earlier| earlier == id) {
             errors.push(ConfigError::new(
                 format!("{path}.{list}[{index}]"),
                 format!("\"{id}\" is listed twice"),
