@@ -4,6 +4,8 @@
 
 pub mod components;
 pub mod env;
+#[cfg(test)]
+mod fuzz_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
