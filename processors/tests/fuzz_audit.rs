@@ -116,9 +116,12 @@ proptest! {
     fn audit_events_with_odd_fields_are_read_without_panic(value in mutated_value()) {
         let facts = parse_audit(&value);
         prop_assert!(facts.len() <= most_facts(&value));
+        // Compared with the document as read back from its text: serde_json may
+        // read a printed float back one unit in the last place off.
         let line = value.to_string();
+        let read_back: Value = serde_json::from_str(&line).unwrap_or_default();
         if let Ok(from_line) = parse_audit_line(&line) {
-            prop_assert_eq!(from_line, facts);
+            prop_assert_eq!(from_line, parse_audit(&read_back));
         }
     }
 }
