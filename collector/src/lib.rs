@@ -1,6 +1,18 @@
 //! opscope, the agent: configuration, receivers, pipelines, extensions and the
 //! service that runs them.
 
+// Input must never crash the agent: no panicking shortcuts outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::string_slice
+    )
+)]
+
 pub mod analyze;
 pub mod config;
 pub mod demo;

@@ -246,8 +246,8 @@ impl SelfTelemetry {
         let mut request_labels = base.clone();
         request_labels.push(("signal".into(), kind.name().into()));
         ReceiverMetrics {
-            accepted: self.accepted[kind.index()].get_or_create(&base).clone(),
-            refused: self.refused[kind.index()].clone(),
+            accepted: kind.of(&self.accepted).get_or_create(&base).clone(),
+            refused: kind.of(&self.refused).clone(),
             refused_requests: self.refused_requests.clone(),
             labels: base,
             request_labels,
@@ -281,8 +281,8 @@ impl SelfTelemetry {
     ) -> QueueMetrics {
         let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
         self.queue_metrics(
-            self.sent[kind.index()].get_or_create(&base).clone(),
-            self.send_failed[kind.index()].clone(),
+            kind.of(&self.sent).get_or_create(&base).clone(),
+            kind.of(&self.send_failed).clone(),
             base,
         )
     }

@@ -1,5 +1,17 @@
 //! Exporters of opscope and the sending queue every exporter sits behind.
 
+// Input must never crash the agent: no panicking shortcuts outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::string_slice
+    )
+)]
+
 pub mod alertmanager;
 pub mod batch;
 pub mod debug;

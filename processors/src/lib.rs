@@ -1,5 +1,17 @@
 //! Processors of the opscope pipeline and the telemetry model they work on.
 
+// Input must never crash the agent: no panicking shortcuts outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::string_slice
+    )
+)]
+
 pub mod attributes;
 pub mod batch;
 pub mod config;

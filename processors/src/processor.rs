@@ -48,9 +48,12 @@ impl<T> ProcessorChain<T> {
     pub fn on_deadline(&mut self, now: Instant) -> Vec<T> {
         let mut done = Vec::new();
         for index in 0..self.processors.len() {
-            if self.processors[index].deadline().is_some_and(|d| d <= now) {
+            let Some(processor) = self.processors.get_mut(index) else {
+                break;
+            };
+            if processor.deadline().is_some_and(|d| d <= now) {
                 let mut released = Vec::new();
-                self.processors[index].on_deadline(now, &mut released);
+                processor.on_deadline(now, &mut released);
                 done.extend(self.run_from(index + 1, released, now));
             }
         }
@@ -62,14 +65,16 @@ impl<T> ProcessorChain<T> {
         let mut done = Vec::new();
         for index in 0..self.processors.len() {
             let mut released = Vec::new();
-            self.processors[index].flush(&mut released);
+            if let Some(processor) = self.processors.get_mut(index) {
+                processor.flush(&mut released);
+            }
             done.extend(self.run_from(index + 1, released, now));
         }
         done
     }
 
     fn run_from(&mut self, first: usize, mut batches: Vec<T>, now: Instant) -> Vec<T> {
-        for processor in &mut self.processors[first..] {
+        for processor in self.processors.iter_mut().skip(first) {
             let mut out = Vec::with_capacity(batches.len());
             for batch in batches {
                 processor.process(batch, now, &mut out);

@@ -112,7 +112,9 @@ impl ResourceProcessor {
                     attributes.remove(index);
                 }
                 (Action::Update | Action::Upsert, Some(index)) => {
-                    attributes[index].value = action.value.clone();
+                    if let Some(attribute) = attributes.get_mut(index) {
+                        attribute.value = action.value.clone();
+                    }
                 }
                 (Action::Insert | Action::Upsert, None) => attributes.push(KeyValue {
                     key: action.key.clone(),

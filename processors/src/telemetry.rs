@@ -56,9 +56,14 @@ impl TelemetryKind {
         }
     }
 
-    /// Position in [`TelemetryKind::ALL`], for per-kind arrays.
-    pub fn index(self) -> usize {
-        self as usize
+    /// This kind's entry of a per-kind array, in the order of [`TelemetryKind::ALL`].
+    pub fn of<T>(self, per_kind: &[T; 3]) -> &T {
+        let [traces, logs, metrics] = per_kind;
+        match self {
+            Self::Traces => traces,
+            Self::Logs => logs,
+            Self::Metrics => metrics,
+        }
     }
 
     pub fn parse(name: &str) -> Option<Self> {

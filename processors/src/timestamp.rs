@@ -22,9 +22,8 @@ pub fn parse_rfc3339(text: &str) -> Option<u64> {
     let (fraction_nanos, offset_start) = fraction(bytes, 19)?;
     let offset = offset_seconds(bytes.get(offset_start..)?)?;
     let seconds = days * SECONDS_PER_DAY + seconds_of_day - offset;
-    let nanos = seconds
-        .checked_mul(NANOS_PER_SECOND)?
-        .checked_add(fraction_nanos)?;
+    // In i128: nanoseconds of years past 2262 overflow i64 but still fit the u64 result.
+    let nanos = i128::from(seconds) * i128::from(NANOS_PER_SECOND) + i128::from(fraction_nanos);
     u64::try_from(nanos).ok()
 }
 
@@ -271,5 +270,21 @@ mod tests {
         assert_eq!(parse_timestamp("2024-05-01T12:00:00Z"), Some(NOON));
         assert_eq!(parse_timestamp("1714564800"), Some(NOON));
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    /// Found by the property tests: past 2262 the nanoseconds overflowed i64, so
+    /// times that `format_rfc3339` prints did not read back.
+    #[test]
+    fn times_past_the_i64_range_read_back() {
+        assert_eq!(
+            parse_rfc3339("2262-04-11T23:47:16.855Z"),
+            Some(9_223_372_036_855_000_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2554-07-21T23:34:33.709551615Z"),
+            Some(u64::MAX)
+        );
+        assert_eq!(parse_rfc3339("2554-07-21T23:34:33.709551616Z"), None);
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59Z"), None);
     }
 }

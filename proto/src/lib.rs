@@ -2,6 +2,18 @@
 //! crate is the one place that pins which OTLP crate provides it, so every other
 //! crate names `opscope_proto::otlp::...` and a version bump touches one file.
 
+// Input must never crash the agent: no panicking shortcuts outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::string_slice
+    )
+)]
+
 pub mod loki;
 pub mod remote_write;
 

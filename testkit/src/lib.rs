@@ -1,5 +1,6 @@
 //! Test support shared by opscope's integration tests: real Prometheus and Alertmanager
-//! servers on loopback, a recording HTTP server, and an independent reader of Loki pushes.
+//! servers on loopback, a recording HTTP server, an independent reader of Loki pushes,
+//! and malformed-input generators for the parsers' property tests.
 //!
 //! Tests that need an installed server skip with a printed reason when it is absent,
 //! unless `OPSCOPE_REQUIRE_BACKENDS=1`, which makes them fail instead.
@@ -7,6 +8,7 @@
 pub mod alertmanager;
 pub mod backend;
 pub mod loki;
+pub mod mutate;
 pub mod prometheus;
 pub mod recording;
 mod wire;

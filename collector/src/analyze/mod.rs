@@ -1,6 +1,8 @@
 //! `opscope analyze`: replays captured files through the same tagger and correlator
 //! as the live agent and reports the signals with their evidence and hints.
 
+#[cfg(test)]
+mod fuzz_tests;
 pub mod input;
 pub mod report;
 

@@ -57,21 +57,20 @@ fn typed(original: &str, expanded: String) -> Value {
 fn expand_str(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        if let Some(after) = rest.strip_prefix("$$") {
+    while let Some((before, after_dollar)) = rest.split_once('$') {
+        out.push_str(before);
+        if let Some(after) = after_dollar.strip_prefix('$') {
             out.push('$');
             rest = after;
-        } else if let Some(body) = rest.strip_prefix("${") {
-            let end = body
-                .find('}')
+        } else if let Some(body) = after_dollar.strip_prefix('{') {
+            let (reference, after) = body
+                .split_once('}')
                 .ok_or_else(|| format!("unterminated reference in \"{text}\""))?;
-            out.push_str(&resolve(&body[..end], lookup)?);
-            rest = &body[end + 1..];
+            out.push_str(&resolve(reference, lookup)?);
+            rest = after;
         } else {
             out.push('$');
-            rest = &rest[1..];
+            rest = after_dollar;
         }
     }
     out.push_str(rest);

@@ -4,6 +4,8 @@
 
 pub mod components;
 pub mod env;
+#[cfg(test)]
+mod fuzz_tests;
 
 use opscope_exporters::server_tls::ServerTlsConfig;
 use std::collections::{BTreeMap, BTreeSet};
@@ -463,7 +465,7 @@ fn check_references(
                 format!("\"{id}\" is not defined under {list}"),
             ));
         }
-        if ids[..index].contains(id) {
+        if ids.iter().take(index).any(|earlier| earlier == id) {
             errors.push(ConfigError::new(
                 format!("{path}.{list}[{index}]"),
                 format!("\"{id}\" is listed twice"),

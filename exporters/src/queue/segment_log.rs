@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 const HEADER: u64 = 8;
 /// The largest record accepted; a longer length in a header means corruption.
 pub const MAX_RECORD_BYTES: usize = 256 * 1024 * 1024;
+/// The largest sequence number taken from disk (2^62: centuries of records at
+/// millions a second), so that counting on from one never overflows.
+const MAX_SEQUENCE: u64 = 1 << 62;
 const SEGMENT_SUFFIX: &str = ".seg";
 const OFFSET_FILE: &str = "offset";
 
@@ -482,7 +485,8 @@ fn scan_segment(path: &Path) -> Result<Scan, LogError> {
     Ok(scan)
 }
 
-/// The segment files of `dir` by first sequence number, oldest first.
+/// The segment files of `dir` by first sequence number, oldest first; a name past
+/// [`MAX_SEQUENCE`] is no segment of this log.
 fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, LogError> {
     let mut segments = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_error(dir))? {
@@ -491,7 +495,8 @@ fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, LogError> {
             .file_name()
             .and_then(|name| name.to_str())
             .and_then(|name| name.strip_suffix(SEGMENT_SUFFIX))
-            .and_then(|number| number.parse::<u64>().ok());
+            .and_then(|number| number.parse::<u64>().ok())
+            .filter(|first| *first <= MAX_SEQUENCE);
         if let Some(first) = first {
             segments.push((first, path));
         }
@@ -501,14 +506,18 @@ fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, LogError> {
 }
 
 /// The committed offset, or 0 (everything replayed: duplicates rather than loss) when
-/// the file is missing or unreadable.
+/// the file is missing or unreadable. An offset past [`MAX_SEQUENCE`] is corrupt: no
+/// log lives to number that many records, and counting on from it would overflow.
 fn read_offset(path: &Path) -> u64 {
-    match fs::read_to_string(path) {
-        Ok(text) => text.trim().parse().unwrap_or_else(|_| {
+    let Ok(text) = fs::read_to_string(path) else {
+        return 0;
+    };
+    match text.trim().parse() {
+        Ok(offset) if offset <= MAX_SEQUENCE => offset,
+        _ => {
             tracing::warn!(file = %path.display(), "durable queue: unreadable offset, replaying from the start");
             0
-        }),
-        Err(_) => 0,
+        }
     }
 }
 
@@ -692,5 +701,17 @@ mod tests {
         fs::write(dir.path().join(OFFSET_FILE), "not a number").unwrap();
         let (_, recovery) = open(dir.path());
         assert_eq!(recovery.pending, 3);
+    }
+
+    /// A damaged offset file holding `u64::MAX` made the next append overflow the
+    /// sequence number.
+    #[test]
+    fn an_absurd_offset_is_read_as_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(OFFSET_FILE), "18446744073709551615\n").unwrap();
+        let (mut log, recovery) = open(dir.path());
+        assert_eq!(recovery.pending, 0);
+        assert_eq!(log.append(&record(0)).unwrap(), 0);
+        assert_eq!(drain(&mut log), [(0, record(0))]);
     }
 }

@@ -163,10 +163,9 @@ impl BasicCredentials {
         let Ok(decoded) = BASE64.decode(encoded) else {
             return false;
         };
-        let Some(colon) = decoded.iter().position(|&byte| byte == b':') else {
+        let Some((username, password)) = split_at_byte(&decoded, b':') else {
             return false;
         };
-        let (username, password) = (&decoded[..colon], &decoded[colon + 1..]);
         let password_matches = self.password.current().as_slice().ct_eq(password);
         // Both halves are compared whatever the first gives, so timing tells
         // nothing about which one was wrong.
@@ -176,8 +175,14 @@ impl BasicCredentials {
 
 /// `Scheme credentials`, split at the first space, credentials trimmed.
 fn split_scheme(value: &[u8]) -> Option<(&[u8], &[u8])> {
-    let space = value.iter().position(|&byte| byte == b' ')?;
-    Some((&value[..space], value[space + 1..].trim_ascii()))
+    let (scheme, credentials) = split_at_byte(value, b' ')?;
+    Some((scheme, credentials.trim_ascii()))
+}
+
+/// The bytes before and after the first `separator`.
+fn split_at_byte(bytes: &[u8], separator: u8) -> Option<(&[u8], &[u8])> {
+    let mut parts = bytes.splitn(2, |&byte| byte == separator);
+    Some((parts.next()?, parts.next()?))
 }
 
 /// Compares against every candidate without stopping at a match, each comparison

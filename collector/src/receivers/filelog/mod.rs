@@ -5,6 +5,8 @@ pub mod checkpoint;
 pub mod config;
 pub mod cri;
 mod discovery;
+#[cfg(test)]
+mod fuzz_tests;
 mod identity;
 mod join;
 pub mod pod;

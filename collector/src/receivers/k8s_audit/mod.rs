@@ -4,6 +4,8 @@
 pub mod config;
 mod event_list;
 mod filter;
+#[cfg(test)]
+mod fuzz_tests;
 mod records;
 mod webhook;
 

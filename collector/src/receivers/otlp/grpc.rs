@@ -258,8 +258,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let metrics =
-            kind_of_path(request.uri().path()).map(|kind| self.metrics[kind.index()].clone());
+        let metrics = kind_of_path(request.uri().path()).map(|kind| kind.of(&self.metrics).clone());
         let response = self.inner.call(request);
         Box::pin(async move {
             let mut response = response.await?;

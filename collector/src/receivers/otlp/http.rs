@@ -31,7 +31,7 @@ use crate::self_telemetry::ReceiverMetrics;
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Protobuf,
     Json,
@@ -222,3 +222,7 @@ fn error(format: Format, status: StatusCode, message: String) -> Response {
     };
     (status, [(CONTENT_TYPE, format.content_type())], body).into_response()
 }
+
+#[cfg(test)]
+#[path = "http_fuzz.rs"]
+mod fuzz_tests;

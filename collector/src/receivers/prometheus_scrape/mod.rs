@@ -3,6 +3,8 @@
 
 pub mod config;
 mod exposition;
+#[cfg(test)]
+mod fuzz_tests;
 mod otlp_metrics;
 mod pool;
 mod scraper;
