@@ -13,7 +13,7 @@
 //! follows it in that segment is cut off, counted and logged. Nothing is read past a
 //! bad checksum.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -104,6 +104,10 @@ pub struct SegmentLog {
     committed: u64,
     /// Records at or above `committed` that are done, out of order.
     done: BTreeSet<u64>,
+    /// Runs of sequence numbers no segment holds (lost to a cut-off tail), by first
+    /// number: end (exclusive). Kept as runs, since a damaged file name can make one
+    /// huge.
+    missing: BTreeMap<u64, u64>,
     cursor: ReadCursor,
     last_sync: Instant,
     unsynced: bool,
@@ -160,6 +164,7 @@ impl SegmentLog {
             next_sequence,
             committed,
             done: BTreeSet::new(),
+            missing: BTreeMap::new(),
             cursor: ReadCursor {
                 sequence: committed,
                 file: None,
@@ -175,7 +180,10 @@ impl SegmentLog {
     /// Records appended and not yet done.
     pub fn pending(&self) -> u64 {
         let done_above = self.done.len() as u64;
-        (self.next_sequence - self.committed).saturating_sub(done_above)
+        let missing: u64 = self.missing.iter().map(|(start, end)| end - start).sum();
+        (self.next_sequence - self.committed)
+            .saturating_sub(done_above)
+            .saturating_sub(missing)
     }
 
     /// Bytes of the segments on disk.
@@ -285,9 +293,7 @@ impl SegmentLog {
         }
         self.done.insert(sequence);
         let before = self.committed;
-        while self.done.remove(&self.committed) {
-            self.committed += 1;
-        }
+        self.advance_committed();
         if self.committed == before {
             return Ok(());
         }
@@ -376,20 +382,31 @@ impl SegmentLog {
         fs::rename(&temporary, &path).map_err(io_error(&path))
     }
 
-    /// Marks done the sequence numbers no segment holds (records lost to a cut-off
-    /// tail), so that the offset moves past them.
+    /// Records the sequence numbers no segment holds (records lost to a cut-off
+    /// tail) as missing, so that the offset moves past them.
     fn mark_missing_done(&mut self) {
         let mut expected = self.committed;
         for segment in &self.segments {
-            for lost in expected..segment.first {
-                self.done.insert(lost);
+            if segment.first > expected {
+                self.missing.insert(expected, segment.first);
             }
             expected = expected.max(segment.end());
         }
-        while self.done.remove(&self.committed) {
-            self.committed += 1;
-        }
+        self.advance_committed();
         self.cursor.sequence = self.committed;
+    }
+
+    /// Moves the offset over every record done, or missing, in a row.
+    fn advance_committed(&mut self) {
+        loop {
+            if self.done.remove(&self.committed) {
+                self.committed += 1;
+            } else if let Some(end) = self.missing.remove(&self.committed) {
+                self.committed = end;
+            } else {
+                break;
+            }
+        }
     }
 }
 
@@ -684,6 +701,28 @@ mod tests {
         for (n, _) in read.iter().map(|n| (*n, ())) {
             log.complete(n).unwrap();
         }
+        assert_eq!(log.pending(), 0);
+    }
+
+    #[test]
+    fn a_huge_gap_between_segment_names_costs_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut log, _) = open(dir.path());
+            log.append(&record(0)).unwrap();
+        }
+        let far = 1u64 << 40;
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&(record(1).len() as u32).to_le_bytes());
+        frame.extend_from_slice(&crc32c::crc32c(&record(1)).to_le_bytes());
+        frame.extend_from_slice(&record(1));
+        fs::write(dir.path().join(format!("{far:020}{SEGMENT_SUFFIX}")), frame).unwrap();
+        let (mut log, recovery) = open(dir.path());
+        assert_eq!(recovery.pending, 2);
+        let read: Vec<u64> = drain(&mut log).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(read, [0, far]);
+        log.complete(0).unwrap();
+        log.complete(far).unwrap();
         assert_eq!(log.pending(), 0);
     }
 
