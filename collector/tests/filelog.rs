@@ -657,7 +657,9 @@ async fn with_a_durable_pipeline_the_checkpoint_waits_for_its_confirmation() {
     let mut held = Vec::new();
     let mut taken = 0;
     while taken < 500 {
-        let Ok(Some(Input { data, acknowledge })) = tokio::time::timeout(WAIT, input.recv()).await
+        let Ok(Some(Input {
+            data, acknowledge, ..
+        })) = tokio::time::timeout(WAIT, input.recv()).await
         else {
             panic!("only {taken} of 500 lines taken");
         };
