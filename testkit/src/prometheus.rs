@@ -1,6 +1,6 @@
 //! A real Prometheus on a free loopback port that scrapes one target every second
-//! (`honor_labels: true`, job `opscope`), receives remote write and answers PromQL;
-//! and `promtool check metrics`.
+//! (`honor_labels: true`, job `opscope`), evaluates rule files every second, receives
+//! remote write and answers PromQL; and `promtool check metrics`.
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -60,9 +60,20 @@ pub struct PrometheusServer {
 impl PrometheusServer {
     /// Starts Prometheus scraping `scrape_target` (`host:port`) and waits until it is ready.
     pub async fn start(binary: &Path, scrape_target: impl Display) -> Self {
+        Self::start_with_rules(binary, scrape_target, &[]).await
+    }
+
+    /// As [`Self::start`], also evaluating the recording and alerting rules of
+    /// `rule_files` every second.
+    pub async fn start_with_rules(
+        binary: &Path,
+        scrape_target: impl Display,
+        rule_files: &[PathBuf],
+    ) -> Self {
         let dir = temp_dir("opscope-prometheus");
         let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, scrape_config(scrape_target)).expect("config written");
+        std::fs::write(&config_path, scrape_config(scrape_target, rule_files))
+            .expect("config written");
         let port = free_port();
         let mut command = Command::new(binary);
         command
@@ -147,9 +158,18 @@ impl PrometheusServer {
     }
 }
 
-fn scrape_config(scrape_target: impl Display) -> String {
+fn scrape_config(scrape_target: impl Display, rule_files: &[PathBuf]) -> String {
+    let rules: String = rule_files
+        .iter()
+        .map(|path| format!("  - '{}'\n", path.display()))
+        .collect();
+    let rules = if rules.is_empty() {
+        String::new()
+    } else {
+        format!("rule_files:\n{rules}")
+    };
     format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rules}\
          scrape_configs:\n  - job_name: opscope\n    honor_labels: true\n    \
          static_configs:\n      - targets: ['{scrape_target}']\n"
     )

@@ -1,0 +1,371 @@
+//! What `deploy/` and `config/` ship: every config validates with `opscope validate`,
+//! the kustomize trees are well-formed YAML of the expected kinds with the agent's
+//! promises (read-only pod logs, non-root, probes...), copies kustomize needs inside
+//! its tree match their sources, and the Prometheus rules pass `promtool check rules`
+//! and their unit tests.
+//!
+//! `kubectl`/`kustomize` are not used: these tests read the YAML themselves, so they
+//! check shape and references, not what an API server would accept.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use opscope_testkit::prometheus::promtool_or_skip;
+use serde_json::Value;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every YAML document of a file.
+fn documents(path: &Path) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(&read(path))
+        .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()))
+        .into_iter()
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+fn document(path: &Path) -> Value {
+    let mut docs = documents(path);
+    assert_eq!(docs.len(), 1, "{}: one document", path.display());
+    docs.remove(0)
+}
+
+/// The environment the shipped configs read, as the manifests set it.
+const CONFIG_ENV: &[(&str, &str)] = &[
+    ("KUBE_NODE_NAME", "node-1"),
+    ("CLUSTER_NAME", "test"),
+    ("LOKI_ENDPOINT", "http://loki:3100"),
+    (
+        "PROMETHEUS_REMOTE_WRITE_ENDPOINT",
+        "http://prometheus:9090/api/v1/write",
+    ),
+    ("JAEGER_OTLP_ENDPOINT", "http://jaeger-collector:4317"),
+    ("ALERTMANAGER_ENDPOINT", "http://alertmanager:9093"),
+    ("OPSCOPE_GATEWAY_ENDPOINT", "http://opscope-gateway:4317"),
+];
+
+fn validate(config: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+    command.arg("validate").arg("-c").arg(config);
+    for (name, _) in CONFIG_ENV {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("run opscope validate")
+}
+
+#[test]
+fn every_shipped_config_validates() {
+    for name in [
+        "default.yaml",
+        "daemonset.yaml",
+        "daemonset-gateway.yaml",
+        "gateway.yaml",
+        "local.yaml",
+    ] {
+        let path = repo("config").join(name);
+        let output = validate(&path, CONFIG_ENV);
+        assert!(
+            output.status.success(),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_daemonset_config_needs_its_backend_endpoints() {
+    let output = validate(&repo("config/daemonset.yaml"), &[("KUBE_NODE_NAME", "n")]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("LOKI_ENDPOINT"), "{stderr}");
+}
+
+/// The kinds of the resources a kustomization lists, its overlays' bases included,
+/// after checking that every file it names exists and parses.
+fn kustomize_kinds(dir: &Path) -> Vec<String> {
+    let kustomization = document(&dir.join("kustomization.yaml"));
+    assert_eq!(kustomization["kind"], "Kustomization", "{}", dir.display());
+    let mut kinds = Vec::new();
+    for resource in strings(&kustomization["resources"]) {
+        let path = dir.join(&resource);
+        if path.is_dir() {
+            kinds.extend(kustomize_kinds(&path));
+        } else {
+            for doc in documents(&path) {
+                let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+                assert!(
+                    !kind.is_empty() && doc["apiVersion"].is_string(),
+                    "{}: a resource has apiVersion and kind",
+                    path.display()
+                );
+                assert!(
+                    doc["metadata"]["name"].is_string(),
+                    "{}: a resource has a name",
+                    path.display()
+                );
+                kinds.push(kind);
+            }
+        }
+    }
+    for generator in kustomization["configMapGenerator"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        kinds.push("ConfigMap".into());
+        for file in strings(&generator["files"]) {
+            let source = file.split_once('=').map_or(file.as_str(), |(_, f)| f);
+            assert!(
+                dir.join(source).is_file(),
+                "{}: configMapGenerator file {source} exists",
+                dir.display()
+            );
+        }
+    }
+    kinds
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect()
+}
+
+fn kinds_of(overlay: &str) -> BTreeSet<String> {
+    kustomize_kinds(&repo("deploy/kubernetes").join(overlay))
+        .into_iter()
+        .collect()
+}
+
+fn set(kinds: &[&str]) -> BTreeSet<String> {
+    kinds.iter().map(|k| k.to_string()).collect()
+}
+
+#[test]
+fn the_kustomize_trees_hold_the_expected_kinds() {
+    let base = [
+        "Namespace",
+        "ServiceAccount",
+        "DaemonSet",
+        "Service",
+        "NetworkPolicy",
+        "ConfigMap",
+    ];
+    assert_eq!(kinds_of("base"), set(&base));
+    let with = |more: &[&str]| set(&[&base[..], more].concat());
+    assert_eq!(kinds_of("overlays/gateway"), with(&["StatefulSet"]));
+    assert_eq!(
+        kinds_of("overlays/servicemonitor"),
+        with(&["ServiceMonitor"])
+    );
+    assert_eq!(
+        kinds_of("overlays/prometheus-rule"),
+        with(&["PrometheusRule"])
+    );
+    // The agent never calls the API server, so it is granted nothing.
+    for overlay in [
+        "base",
+        "overlays/gateway",
+        "overlays/servicemonitor",
+        "overlays/prometheus-rule",
+    ] {
+        let kinds = kinds_of(overlay);
+        assert!(
+            !kinds.contains("ClusterRole") && !kinds.contains("Role"),
+            "{overlay}: no RBAC"
+        );
+    }
+}
+
+#[test]
+fn the_daemonset_keeps_the_agents_promises() {
+    let daemonset = document(&repo("deploy/kubernetes/base/daemonset.yaml"));
+    let pod = &daemonset["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let container = &pod["containers"][0];
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"][0], "ALL");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let ports: BTreeSet<u64> = container["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["containerPort"].as_u64())
+        .collect();
+    assert!(
+        [4317, 4318, 8888, 8889, 9765, 13133]
+            .iter()
+            .all(|p| ports.contains(p)),
+        "{ports:?}"
+    );
+    assert!(container["resources"]["requests"].is_object());
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    let node_name = container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "KUBE_NODE_NAME")
+        .expect("KUBE_NODE_NAME is set");
+    assert_eq!(
+        node_name["valueFrom"]["fieldRef"]["fieldPath"],
+        "spec.nodeName"
+    );
+
+    let mount = |name: &str| {
+        container["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("volume {name} is mounted"))
+    };
+    let host_path = |name: &str| {
+        pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == name)
+            .map(|v| v["hostPath"]["path"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(host_path("pod-logs"), "/var/log/pods");
+    assert_eq!(mount("pod-logs")["readOnly"], true);
+    assert_eq!(host_path("state"), "/var/lib/opscope");
+    assert_eq!(mount("state")["mountPath"], "/var/lib/opscope");
+
+    // The config's paths are those the DaemonSet mounts.
+    let config = read(&repo("config/daemonset.yaml"));
+    assert!(config.contains("storage: /var/lib/opscope/filelog"));
+    assert!(config.contains("storage: /var/lib/opscope/queue"));
+    assert!(config.contains("include: [/var/log/pods/*/*/*.log]"));
+
+    let otlp = document(&repo("deploy/kubernetes/base/service-otlp.yaml"));
+    assert_eq!(otlp["spec"]["internalTrafficPolicy"], "Local");
+}
+
+#[test]
+fn copies_inside_the_kustomize_trees_match_their_sources() {
+    for (copy, source) in [
+        (
+            "deploy/kubernetes/base/opscope.yaml",
+            "config/daemonset.yaml",
+        ),
+        (
+            "deploy/kubernetes/overlays/gateway/agent.yaml",
+            "config/daemonset-gateway.yaml",
+        ),
+        (
+            "deploy/kubernetes/overlays/gateway/gateway.yaml",
+            "config/gateway.yaml",
+        ),
+    ] {
+        assert!(
+            read(&repo(copy)) == read(&repo(source)),
+            "{copy} differs from {source}: cp {source} {copy}"
+        );
+    }
+    let rules = document(&repo("deploy/prometheus/rules.yaml"));
+    let rule = document(&repo(
+        "deploy/kubernetes/overlays/prometheus-rule/prometheusrule.yaml",
+    ));
+    assert_eq!(rule["kind"], "PrometheusRule");
+    assert_eq!(
+        rule["spec"]["groups"], rules["groups"],
+        "the PrometheusRule's groups are those of deploy/prometheus/rules.yaml"
+    );
+}
+
+#[test]
+fn the_audit_examples_are_a_webhook_kubeconfig_and_a_policy() {
+    let kubeconfig = document(&repo("deploy/kubernetes/audit-webhook-kubeconfig.yaml"));
+    assert_eq!(kubeconfig["kind"], "Config");
+    let server = kubeconfig["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(server.ends_with(":9765/audit"), "{server}");
+    let policy = document(&repo("deploy/kubernetes/audit-policy.yaml"));
+    assert_eq!(policy["apiVersion"], "audit.k8s.io/v1");
+    assert_eq!(policy["kind"], "Policy");
+    let levels: Vec<&str> = policy["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["level"].as_str())
+        .collect();
+    assert!(levels.contains(&"RequestResponse"), "{levels:?}");
+    assert_eq!(levels.last(), Some(&"None"), "anything else is not logged");
+}
+
+fn promtool(promtool: &Path, args: &[&str]) {
+    let output = Command::new(promtool)
+        .args(args)
+        .current_dir(repo("deploy/prometheus"))
+        .output()
+        .expect("run promtool");
+    assert!(
+        output.status.success(),
+        "promtool {args:?}:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_prometheus_rules_check_and_pass_their_unit_tests() {
+    let Some(binary) = promtool_or_skip() else {
+        return;
+    };
+    promtool(&binary, &["check", "rules", "rules.yaml"]);
+    promtool(&binary, &["test", "rules", "tests.yaml"]);
+}
+
+#[test]
+fn every_alert_has_a_unit_test() {
+    let rules = document(&repo("deploy/prometheus/rules.yaml"));
+    let alerts: BTreeSet<String> = rules["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| r["alert"].as_str().map(String::from))
+        .collect();
+    let tests = document(&repo("deploy/prometheus/tests.yaml"));
+    let cases: Vec<&Value> = tests["tests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| t["alert_rule_test"].as_array().into_iter().flatten())
+        .collect();
+    for alert in &alerts {
+        let of_alert: Vec<&&Value> = cases.iter().filter(|c| c["alertname"] == **alert).collect();
+        let fires = of_alert
+            .iter()
+            .any(|c| c["exp_alerts"].as_array().is_some_and(|a| !a.is_empty()));
+        let silent = of_alert
+            .iter()
+            .any(|c| c["exp_alerts"].as_array().is_some_and(Vec::is_empty));
+        assert!(fires && silent, "{alert}: tested firing and silent");
+    }
+    assert_eq!(alerts.len(), 8, "{alerts:?}");
+}
