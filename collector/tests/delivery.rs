@@ -137,6 +137,15 @@ fn a_blocked_downstream_makes_receivers_refuse_and_nothing_accepted_is_lost() {
         TIMEOUT,
     );
     assert_eq!(sent, accepted as f64);
+    common::report_fault(
+        "blocked_backend_memory_queue",
+        &[
+            ("in", accepted as f64),
+            ("out", sink.span_count() as f64),
+            ("duplicated", 0.0),
+            ("refused_spans", refused),
+        ],
+    );
 }
 
 #[test]
@@ -259,6 +268,14 @@ fn shutdown_timeout_bounds_the_wait_for_an_unreachable_downstream() {
     assert!(
         logs.contains("reason=\"shutdown\"") || logs.contains("reason=shutdown"),
         "{logs}"
+    );
+    assert!(
+        logs.contains("dropping 5 spans"),
+        "the loss is logged with its count: {logs}"
+    );
+    common::report_fault(
+        "sigterm_unreachable_backend_memory_queue",
+        &[("in", 5.0), ("out", 0.0), ("lost_and_logged", 5.0)],
     );
 }
 

@@ -151,9 +151,15 @@ fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
     let restarted = Opscope::start(&config, &ports.health_addr());
     let duplicates = assert_all_arrived(&sink, &acknowledged);
     // At least once: a batch in flight when the agent died may come twice.
-    println!(
-        "{} requests acknowledged before kill -9, all delivered after restart; {duplicates} duplicate spans",
-        acknowledged.len()
+    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
+    common::report_fault(
+        "kill_9_durable_queue",
+        &[
+            ("in", spans_in),
+            ("out", spans_in + duplicates as f64),
+            ("duplicated", duplicates as f64),
+            ("lost", 0.0),
+        ],
     );
     let left = restarted.wait_for_metric(
         &ports.metrics_addr(),
@@ -201,6 +207,16 @@ fn sigterm_keeps_the_undelivered_on_disk_and_a_torn_tail_is_cut_off_at_the_next_
     let restarted = Opscope::start(&config, &ports.health_addr());
     let duplicates = assert_all_arrived(&sink, &acknowledged);
     assert_eq!(duplicates, 0, "nothing was in flight at the clean stop");
+    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
+    common::report_fault(
+        "sigterm_durable_queue_then_torn_tail",
+        &[
+            ("in", spans_in),
+            ("out", spans_in),
+            ("duplicated", 0.0),
+            ("cut_segments", 1.0),
+        ],
+    );
     let cut = restarted.wait_for_metric(
         &ports.metrics_addr(),
         "opscope_exporter_queue_corrupt_segments_total",
@@ -259,7 +275,17 @@ fn a_full_durable_queue_refuses_with_a_retryable_answer_and_keeps_what_it_took()
     opscope.kill();
     sink.release();
     let _restarted = Opscope::start(&config, &ports.health_addr());
-    assert_all_arrived(&sink, &acknowledged);
+    let duplicates = assert_all_arrived(&sink, &acknowledged);
+    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
+    common::report_fault(
+        "full_durable_queue",
+        &[
+            ("in", spans_in),
+            ("out", spans_in + duplicates as f64),
+            ("duplicated", duplicates as f64),
+            ("refused_requests", 1.0),
+        ],
+    );
 }
 
 /// A 1 MiB tmpfs mounted for the test, unmounted on drop; `None` where mounting is
@@ -367,10 +393,18 @@ fn a_full_disk_refuses_new_data_and_keeps_what_it_took() {
         runtime.block_on(client.export(spans(10_000))).is_ok()
     });
     assert!(accepted_again, "accepted again once there is room");
-    println!(
-        "{} requests acknowledged before the disk filled; accepted again {:?} after the backend came back",
-        acknowledged.len(),
-        started.elapsed()
+    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
+    common::report_fault(
+        "disk_full_durable_queue",
+        &[
+            ("in", spans_in),
+            ("out", spans_in),
+            ("duplicated", 0.0),
+            (
+                "accepted_again_after_ms",
+                started.elapsed().as_millis() as f64,
+            ),
+        ],
     );
     assert!(
         sink.wait_for(TIMEOUT, |received| received

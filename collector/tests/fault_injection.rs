@@ -263,4 +263,14 @@ fn every_fault_of_the_backend_is_retried_and_every_span_arrives_once() {
         &[("exporter", "otlphttp/flaky")],
     );
     assert_eq!(failed, 0.0, "nothing given up");
+    common::report_fault(
+        "backend_close_429_hang_503",
+        &[
+            ("in", 30.0),
+            ("out", taken.len() as f64),
+            ("duplicated", 0.0),
+            ("attempts", attempts.len() as f64),
+            ("retry_after_pause_ms", paused.as_millis() as f64),
+        ],
+    );
 }

@@ -124,12 +124,15 @@ fn over_the_soft_limit_receivers_refuse_and_nothing_accepted_is_lost() {
             break;
         }
     }
-    eprintln!(
-        "idle RSS {} MiB, peak RSS {} MiB, accepted {} spans, {} refusals",
-        idle / MIB,
-        load.max_resident / MIB,
-        load.accepted_spans,
-        load.refusals
+    common::report_fault(
+        "memory_limit_blocked_backend",
+        &[
+            ("in", load.accepted_spans as f64),
+            ("refused_requests", load.refusals as f64),
+            ("idle_rss_mib", (idle / MIB) as f64),
+            ("peak_rss_mib", (load.max_resident / MIB) as f64),
+            ("limit_mib", LIMIT_MIB as f64),
+        ],
     );
     assert!(load.refusals > 0, "the limiter refused nothing");
     assert!(load.accepted_spans > 0);

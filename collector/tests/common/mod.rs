@@ -19,6 +19,17 @@ pub use opscope_testkit::backend::free_port;
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// Prints one line of a fault test's figures (`fault <test>: in=… out=… duplicated=…
+/// refused=…`), so that `cargo test -- --nocapture | grep '^fault '` gives the
+/// summary of the fault suite.
+pub fn report_fault(test: &str, figures: &[(&str, f64)]) {
+    let figures: Vec<String> = figures
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    println!("fault {test}: {}", figures.join(" "));
+}
+
 /// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
