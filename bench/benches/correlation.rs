@@ -2,7 +2,7 @@
 //! per second, correlator events per second.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use opscope::receivers::filelog::cri::parse_container_line;
@@ -78,5 +78,17 @@ fn correlation(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, recognition, container_lines, tagging, correlation);
+criterion_group! {
+    name = benches;
+    config = quick();
+    targets = recognition, container_lines, tagging, correlation
+}
+
+/// Few samples and short measurements: `cargo bench` stays a few minutes long.
+fn quick() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
 criterion_main!(benches);
