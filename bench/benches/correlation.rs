@@ -45,9 +45,9 @@ fn container_lines(c: &mut Criterion) {
 }
 
 fn tagging(c: &mut Criterion) {
-    let logs = controller_runtime_logs(1000);
+    let (logs, records) = controller_runtime_logs(1000);
     let mut group = c.benchmark_group("operator_tagger");
-    group.throughput(Throughput::Elements(1000));
+    group.throughput(Throughput::Elements(records as u64));
     group.bench_function("1000_controller_runtime_log_records", |b| {
         let mut tagger = OperatorTagger::new(&TaggerConfig::default());
         b.iter(|| {

@@ -18,16 +18,13 @@ const SERIES: usize = 1000;
 fn loki(c: &mut Criterion) {
     let mut tagger = OperatorTagger::new(&TaggerConfig::default());
     let mut tagged = Vec::with_capacity(1);
-    tagger.process(
-        controller_runtime_logs(RECORDS),
-        Instant::now(),
-        &mut tagged,
-    );
+    let (logs, records) = controller_runtime_logs(RECORDS);
+    tagger.process(logs, Instant::now(), &mut tagged);
     let Some(logs) = tagged.pop() else {
         panic!("the tagger passes the records on");
     };
     let mut group = c.benchmark_group("loki");
-    group.throughput(Throughput::Elements(RECORDS as u64));
+    group.throughput(Throughput::Elements(records as u64));
     group.bench_function("push_request_and_snappy_1000_records", |b| {
         b.iter(|| {
             let request = logs_push_request(black_box(&logs), &StreamLabel::DEFAULT_SET, 0);

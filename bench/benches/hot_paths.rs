@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use opscope_bench::reconcile_traces;
+use opscope_bench::{reconcile_traces, workload_payloads};
 use opscope_processors::Processor;
 use opscope_processors::batch::{BatchConfig, BatchProcessor};
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
@@ -14,17 +14,15 @@ use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::prost::Message;
-use opscope_workload::{OperatorWorkload, WorkloadConfig};
 
-const RECONCILES: usize = 100;
-const SPANS: u64 = RECONCILES as u64 * 5;
-const NOW: u64 = 1_700_000_000_000_000_000;
+/// Spans per request, as the load generator's default batch is about.
+const SPANS: usize = 500;
 
 fn otlp_codec(c: &mut Criterion) {
-    let request = reconcile_traces(RECONCILES);
+    let (request, spans) = reconcile_traces(SPANS);
     let bytes = request.encode_to_vec();
     let mut group = c.benchmark_group("otlp_traces");
-    group.throughput(Throughput::Elements(SPANS));
+    group.throughput(Throughput::Elements(spans as u64));
     group.bench_function("decode", |b| {
         b.iter(|| ExportTraceServiceRequest::decode(black_box(bytes.as_slice())))
     });
@@ -34,9 +32,7 @@ fn otlp_codec(c: &mut Criterion) {
 
 /// Logs and metrics as the load generator sends them: 500 items a request.
 fn otlp_logs_and_metrics_codec(c: &mut Criterion) {
-    let mut workload = workload();
-    let (logs, records) = workload.logs(500, NOW);
-    let (metrics, points) = workload.metrics(500, NOW);
+    let ((logs, records), (metrics, points)) = workload_payloads(500);
     let log_bytes = logs.encode_to_vec();
     let metric_bytes = metrics.encode_to_vec();
     let mut group = c.benchmark_group("otlp_logs");
@@ -57,7 +53,7 @@ fn otlp_logs_and_metrics_codec(c: &mut Criterion) {
 
 /// The tagger over reconcile traces: a root span and 2-6 client API spans each.
 fn tagging_spans(c: &mut Criterion) {
-    let (traces, spans) = workload().traces(500, NOW);
+    let (traces, spans) = reconcile_traces(SPANS);
     let mut group = c.benchmark_group("operator_tagger");
     group.throughput(Throughput::Elements(spans as u64));
     group.bench_function("reconcile_trace_spans", |b| {
@@ -71,17 +67,10 @@ fn tagging_spans(c: &mut Criterion) {
     group.finish();
 }
 
-fn workload() -> OperatorWorkload {
-    match OperatorWorkload::new(WorkloadConfig::default(), NOW) {
-        Ok(workload) => workload,
-        Err(error) => panic!("the default workload is valid: {error}"),
-    }
-}
-
 fn batching(c: &mut Criterion) {
-    let request = reconcile_traces(RECONCILES);
+    let (request, spans) = reconcile_traces(SPANS);
     let mut group = c.benchmark_group("batch_processor");
-    group.throughput(Throughput::Elements(SPANS * 10));
+    group.throughput(Throughput::Elements(spans as u64 * 10));
     group.bench_function("merge_10_requests_split_at_1024", |b| {
         b.iter(|| {
             let mut batch = BatchProcessor::new(BatchConfig {

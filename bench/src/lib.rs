@@ -11,7 +11,9 @@ pub mod scenario;
 pub mod signal;
 pub mod sink;
 
-pub use payloads::{controller_runtime_logs, reconcile_events, reconcile_traces};
+pub use payloads::{
+    controller_runtime_logs, reconcile_events, reconcile_traces, workload_payloads,
+};
 pub use signal::{Payload, Signal};
 
 /// Now, in Unix nanoseconds: the clock send times are stamped and compared with.

@@ -1,129 +1,40 @@
-//! Payloads shaped like an operator's telemetry and the events it yields, for the
-//! criterion benchmarks.
+//! Payloads for the criterion benchmarks: OTLP requests from the workload the load
+//! generator sends, and the correlator events such telemetry yields.
 
 use opscope_processors::correlator::events::{
     Event, ObjectEvent, ObjectEventKind, ObjectRef, OperatorRef, Outcome, Reconcile, Write,
 };
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
-use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
-use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use opscope_proto::otlp::resource::v1::Resource;
-use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+use opscope_workload::OperatorWorkload;
 
-fn attribute(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.into())),
-        }),
-        ..Default::default()
-    }
+/// The event time the payloads start at.
+const START: u64 = 1_700_000_000_000_000_000;
+
+/// Reconcile traces of the default workload (a root span and 2-6 client API spans
+/// each, 1 000 objects), at least `spans` spans; returns the request and its count.
+pub fn reconcile_traces(spans: usize) -> (ExportTraceServiceRequest, usize) {
+    OperatorWorkload::with_defaults(START).traces(spans, START)
 }
 
-/// `reconciles` reconcile traces of one operator: a root span with the object's
-/// attributes and four client API calls under it.
-pub fn reconcile_traces(reconciles: usize) -> ExportTraceServiceRequest {
-    let mut spans = Vec::with_capacity(reconciles * 5);
-    for n in 0..reconciles {
-        let trace_id = (n as u128).to_be_bytes().to_vec();
-        let root_id = ((n as u64) << 8).to_be_bytes().to_vec();
-        spans.push(Span {
-            trace_id: trace_id.clone(),
-            span_id: root_id.clone(),
-            name: "reconcile".into(),
-            kind: span::SpanKind::Internal as i32,
-            start_time_unix_nano: 1_700_000_000_000_000_000 + n as u64 * 1_000_000,
-            end_time_unix_nano: 1_700_000_000_004_000_000 + n as u64 * 1_000_000,
-            attributes: vec![
-                attribute("k8s.object.kind", "Widget"),
-                attribute("k8s.object.namespace", "team-a"),
-                attribute("k8s.object.name", &format!("widget-{}", n % 50)),
-                attribute("reconcile.id", &format!("{n:032x}")),
-            ],
-            ..Default::default()
-        });
-        for (call, (method, path)) in [
-            ("GET", "/apis/example.com/v1/namespaces/team-a/widgets/w"),
-            (
-                "PATCH",
-                "/apis/example.com/v1/namespaces/team-a/widgets/w/status",
-            ),
-            ("GET", "/api/v1/namespaces/team-a/configmaps/c"),
-            ("PUT", "/api/v1/namespaces/team-a/configmaps/c"),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            spans.push(Span {
-                trace_id: trace_id.clone(),
-                span_id: (((n as u64) << 8) + call as u64 + 1).to_be_bytes().to_vec(),
-                parent_span_id: root_id.clone(),
-                name: method.into(),
-                kind: span::SpanKind::Client as i32,
-                attributes: vec![
-                    attribute("http.request.method", method),
-                    attribute("url.full", &format!("https://10.96.0.1:443{path}")),
-                ],
-                ..Default::default()
-            });
-        }
-    }
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![
-                    attribute("service.name", "widget-operator"),
-                    attribute("k8s.namespace.name", "widget-system"),
-                    attribute("k8s.pod.name", "widget-operator-7d9f8-abcde"),
-                ],
-                ..Default::default()
-            }),
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+/// controller-runtime JSON log records of the default workload, as OTLP log records
+/// of the operator pods (the shape the filelog receiver produces), at least
+/// `records`; returns the request and its count.
+pub fn controller_runtime_logs(records: usize) -> (ExportLogsServiceRequest, usize) {
+    OperatorWorkload::with_defaults(START).logs(records, START)
 }
 
-/// `records` controller-runtime JSON log lines of an operator reconciling 50 objects,
-/// as OTLP log records of one pod (the shape the filelog receiver produces).
-pub fn controller_runtime_logs(records: usize) -> ExportLogsServiceRequest {
-    let log_records = (0..records)
-        .map(|n| {
-            let body = format!(
-                r#"{{"level":"info","ts":"2026-11-20T10:00:{:02}.{:03}Z","logger":"controllers.Widget","msg":"Reconciling","controller":"widget","controllerGroup":"apps.example.com","controllerKind":"Widget","Widget":{{"name":"w{}","namespace":"shop"}},"namespace":"shop","name":"w{}","reconcileID":"{n:032x}"}}"#,
-                (n / 1000) % 60,
-                n % 1000,
-                n % 50,
-                n % 50
-            );
-            LogRecord {
-                body: Some(AnyValue {
-                    value: Some(any_value::Value::StringValue(body)),
-                }),
-                ..Default::default()
-            }
-        })
-        .collect();
-    ExportLogsServiceRequest {
-        resource_logs: vec![ResourceLogs {
-            resource: Some(Resource {
-                attributes: vec![
-                    attribute("k8s.namespace.name", "widget-system"),
-                    attribute("k8s.pod.name", "widget-operator-5d6b8c9f7-q8w2z"),
-                ],
-                ..Default::default()
-            }),
-            scope_logs: vec![ScopeLogs {
-                log_records,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+/// Log records and metric points of the default workload, at least `items` of
+/// each; each request with its count.
+pub fn workload_payloads(
+    items: usize,
+) -> (
+    (ExportLogsServiceRequest, usize),
+    (ExportMetricsServiceRequest, usize),
+) {
+    let mut workload = OperatorWorkload::with_defaults(START);
+    (workload.logs(items, START), workload.metrics(items, START))
 }
 
 /// `count` correlator events spread over `objects` objects, 20 per second of event

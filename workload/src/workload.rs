@@ -160,6 +160,15 @@ pub struct OperatorWorkload {
 impl OperatorWorkload {
     pub fn new(config: WorkloadConfig, start_unix_nanos: u64) -> Result<Self, WorkloadConfigError> {
         config.check()?;
+        Ok(Self::build(config, start_unix_nanos))
+    }
+
+    /// The workload of [`WorkloadConfig::default`], which is always valid.
+    pub fn with_defaults(start_unix_nanos: u64) -> Self {
+        Self::build(WorkloadConfig::default(), start_unix_nanos)
+    }
+
+    fn build(config: WorkloadConfig, start_unix_nanos: u64) -> Self {
         let pods = (0..config.pods)
             .map(|n| {
                 let (operator, _) = OPERATORS[n % OPERATORS.len()];
@@ -176,7 +185,7 @@ impl OperatorWorkload {
         let mut random = SplitMix64::new(config.seed);
         let schedule = schedule(&objects, &mut random);
         let metrics = controller_metrics::PodSeries::new(&pods, &objects, start_unix_nanos);
-        Ok(Self {
+        Self {
             ids: SpanIds::starting_after(config.seed << 40),
             config,
             objects,
@@ -185,7 +194,7 @@ impl OperatorWorkload {
             next_in_schedule: 0,
             random,
             metrics,
-        })
+        }
     }
 
     pub fn behaviour_counts(&self) -> [(Behaviour, usize); 4] {

@@ -143,6 +143,11 @@ fn a_metrics_request_has_exactly_the_points_asked_for() {
 }
 
 #[test]
+fn the_default_settings_are_valid() {
+    assert!(WorkloadConfig::default().check().is_ok());
+}
+
+#[test]
 fn bad_settings_are_refused() {
     let refused = |config| OperatorWorkload::new(config, 0).err();
     assert_eq!(
