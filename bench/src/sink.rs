@@ -251,7 +251,7 @@ pub fn percentile(sorted: &[u32], percent: f64) -> Option<u32> {
 }
 
 impl SinkCounts {
-    /// The count of `unit` items (`spans`, `log_records`, `metric_points`).
+    /// The count of the items of `signal`.
     pub fn items(&self, signal: crate::Signal) -> u64 {
         match signal {
             crate::Signal::Traces => self.spans,
