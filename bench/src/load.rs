@@ -289,6 +289,14 @@ impl Sender {
                     / rate;
                 tokio::time::sleep_until((self.started + Duration::from_secs_f64(due)).into())
                     .await;
+                // A request due after the end is not sent.
+                if settings
+                    .duration
+                    .is_some_and(|d| self.started.elapsed() >= d)
+                {
+                    self.live.requests.fetch_sub(1, Ordering::Relaxed);
+                    return;
+                }
             }
             let (payload, items) = {
                 let mut workload = self.workload.lock().unwrap_or_else(PoisonError::into_inner);
