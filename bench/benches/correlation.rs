@@ -2,7 +2,7 @@
 //! per second, correlator events per second.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use opscope::receivers::filelog::cri::parse_container_line;
@@ -45,9 +45,9 @@ fn container_lines(c: &mut Criterion) {
 }
 
 fn tagging(c: &mut Criterion) {
-    let logs = controller_runtime_logs(1000);
+    let (logs, records) = controller_runtime_logs(1000);
     let mut group = c.benchmark_group("operator_tagger");
-    group.throughput(Throughput::Elements(1000));
+    group.throughput(Throughput::Elements(records as u64));
     group.bench_function("1000_controller_runtime_log_records", |b| {
         let mut tagger = OperatorTagger::new(&TaggerConfig::default());
         b.iter(|| {
@@ -78,5 +78,17 @@ fn correlation(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, recognition, container_lines, tagging, correlation);
+criterion_group! {
+    name = benches;
+    config = quick();
+    targets = recognition, container_lines, tagging, correlation
+}
+
+/// Few samples and short measurements: `cargo bench` stays a few minutes long.
+fn quick() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
 criterion_main!(benches);

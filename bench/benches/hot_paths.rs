@@ -1,24 +1,28 @@
-//! Hot paths of the pipeline: OTLP decode and encode of operator-shaped requests, and
-//! the batch processor's merge and split.
+//! Hot paths of the pipeline: OTLP decode and encode of operator-shaped requests
+//! (traces, logs, metrics), the tagger per span, and the batch processor's merge and
+//! split.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use opscope_bench::reconcile_traces;
+use opscope_bench::{reconcile_traces, workload_payloads};
 use opscope_processors::Processor;
 use opscope_processors::batch::{BatchConfig, BatchProcessor};
+use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::prost::Message;
 
-const RECONCILES: usize = 100;
-const SPANS: u64 = RECONCILES as u64 * 5;
+/// Spans per request, as the load generator's default batch is about.
+const SPANS: usize = 500;
 
 fn otlp_codec(c: &mut Criterion) {
-    let request = reconcile_traces(RECONCILES);
+    let (request, spans) = reconcile_traces(SPANS);
     let bytes = request.encode_to_vec();
     let mut group = c.benchmark_group("otlp_traces");
-    group.throughput(Throughput::Elements(SPANS));
+    group.throughput(Throughput::Elements(spans as u64));
     group.bench_function("decode", |b| {
         b.iter(|| ExportTraceServiceRequest::decode(black_box(bytes.as_slice())))
     });
@@ -26,10 +30,47 @@ fn otlp_codec(c: &mut Criterion) {
     group.finish();
 }
 
+/// Logs and metrics as the load generator sends them: 500 items a request.
+fn otlp_logs_and_metrics_codec(c: &mut Criterion) {
+    let ((logs, records), (metrics, points)) = workload_payloads(500);
+    let log_bytes = logs.encode_to_vec();
+    let metric_bytes = metrics.encode_to_vec();
+    let mut group = c.benchmark_group("otlp_logs");
+    group.throughput(Throughput::Elements(records as u64));
+    group.bench_function("decode", |b| {
+        b.iter(|| ExportLogsServiceRequest::decode(black_box(log_bytes.as_slice())))
+    });
+    group.bench_function("encode", |b| b.iter(|| black_box(&logs).encode_to_vec()));
+    group.finish();
+    let mut group = c.benchmark_group("otlp_metrics");
+    group.throughput(Throughput::Elements(points as u64));
+    group.bench_function("decode", |b| {
+        b.iter(|| ExportMetricsServiceRequest::decode(black_box(metric_bytes.as_slice())))
+    });
+    group.bench_function("encode", |b| b.iter(|| black_box(&metrics).encode_to_vec()));
+    group.finish();
+}
+
+/// The tagger over reconcile traces: a root span and 2-6 client API spans each.
+fn tagging_spans(c: &mut Criterion) {
+    let (traces, spans) = reconcile_traces(SPANS);
+    let mut group = c.benchmark_group("operator_tagger");
+    group.throughput(Throughput::Elements(spans as u64));
+    group.bench_function("reconcile_trace_spans", |b| {
+        let mut tagger = OperatorTagger::new(&TaggerConfig::default());
+        b.iter(|| {
+            let mut out = Vec::with_capacity(1);
+            tagger.process(traces.clone(), Instant::now(), &mut out);
+            out
+        })
+    });
+    group.finish();
+}
+
 fn batching(c: &mut Criterion) {
-    let request = reconcile_traces(RECONCILES);
+    let (request, spans) = reconcile_traces(SPANS);
     let mut group = c.benchmark_group("batch_processor");
-    group.throughput(Throughput::Elements(SPANS * 10));
+    group.throughput(Throughput::Elements(spans as u64 * 10));
     group.bench_function("merge_10_requests_split_at_1024", |b| {
         b.iter(|| {
             let mut batch = BatchProcessor::new(BatchConfig {
@@ -49,5 +90,17 @@ fn batching(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, otlp_codec, batching);
+criterion_group! {
+    name = benches;
+    config = quick();
+    targets = otlp_codec, otlp_logs_and_metrics_codec, tagging_spans, batching
+}
+
+/// Few samples and short measurements: `cargo bench` stays a few minutes long.
+fn quick() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
 criterion_main!(benches);

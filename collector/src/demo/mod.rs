@@ -1,8 +1,6 @@
 //! `opscope demo`: the agent and a simulated misbehaving operator fleet that sends it
 //! real OTLP, so a newcomer sees signals fire within seconds.
 
-mod operator;
-
 use std::future::Future;
 use std::net::TcpListener;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use opscope_proto::otlp::collector::trace::v1::trace_service_client::TraceServiceClient;
 use tokio_util::sync::CancellationToken;
 
-pub use operator::{SimulatedFleet, TICK_MILLIS};
+pub use opscope_workload::{SimulatedFleet, TICK_MILLIS};
 
 use crate::config::{Config, ConfigErrors};
 use crate::service::{self, ServiceError};

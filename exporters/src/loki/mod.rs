@@ -14,6 +14,8 @@ use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use reqwest::header::CONTENT_TYPE;
 
 pub use config::{AuthConfig, BasicAuth, LokiConfig};
+/// The wire encoding, reachable for the benchmarks.
+pub use encode::{logs_push_request, snappy_body};
 pub use labels::StreamLabel;
 
 use crate::batch::SignalBatch;

@@ -1,0 +1,98 @@
+//! Exporter encodings: tagged log records into a Loki push (protobuf + snappy), and
+//! a remote-write request of operator series (protobuf + snappy).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use opscope_bench::controller_runtime_logs;
+use opscope_exporters::loki::{StreamLabel, logs_push_request, snappy_body};
+use opscope_processors::Processor;
+use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
+use opscope_proto::prost::Message;
+use opscope_proto::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+
+const RECORDS: usize = 1000;
+const SERIES: usize = 1000;
+
+fn loki(c: &mut Criterion) {
+    let mut tagger = OperatorTagger::new(&TaggerConfig::default());
+    let mut tagged = Vec::with_capacity(1);
+    let (logs, records) = controller_runtime_logs(RECORDS);
+    tagger.process(logs, Instant::now(), &mut tagged);
+    let Some(logs) = tagged.pop() else {
+        panic!("the tagger passes the records on");
+    };
+    let mut group = c.benchmark_group("loki");
+    group.throughput(Throughput::Elements(records as u64));
+    group.bench_function("push_request_and_snappy_1000_records", |b| {
+        b.iter(|| {
+            let request = logs_push_request(black_box(&logs), &StreamLabel::DEFAULT_SET, 0);
+            snappy_body(&request)
+        })
+    });
+    group.finish();
+}
+
+/// Series shaped like opscope's operator and signal series: sorted labels with
+/// `__name__` among them, one sample each.
+fn write_request() -> WriteRequest {
+    let timeseries = (0..SERIES)
+        .map(|n| {
+            let mut labels: Vec<Label> = [
+                ("__name__", "opscope_reconcile_total".to_string()),
+                ("operator_name", format!("operator-{}", n % 3)),
+                ("k8s_namespace", format!("operator-{}-system", n % 3)),
+                ("controller", "widget".to_string()),
+                ("kind", "Widget".to_string()),
+                ("namespace", format!("team-{}", n % 20)),
+                ("name", format!("widget-{n}")),
+                ("result", "ok".to_string()),
+            ]
+            .into_iter()
+            .map(|(name, value)| Label {
+                name: name.into(),
+                value,
+            })
+            .collect();
+            labels.sort_by(|a, b| a.name.cmp(&b.name));
+            TimeSeries {
+                labels,
+                samples: vec![Sample {
+                    value: n as f64,
+                    timestamp: 1_700_000_000_000,
+                }],
+            }
+        })
+        .collect();
+    WriteRequest {
+        timeseries,
+        metadata: Vec::new(),
+    }
+}
+
+fn remote_write(c: &mut Criterion) {
+    let request = write_request();
+    let mut group = c.benchmark_group("remote_write");
+    group.throughput(Throughput::Elements(SERIES as u64));
+    group.bench_function("encode_and_snappy_1000_series", |b| {
+        b.iter(|| snap::raw::Encoder::new().compress_vec(&black_box(&request).encode_to_vec()))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = quick();
+    targets = loki, remote_write
+}
+
+/// Few samples and short measurements: `cargo bench` stays a few minutes long.
+fn quick() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
+
+criterion_main!(benches);
