@@ -4,9 +4,10 @@
 //! its tree match their sources, and the Prometheus rules pass `promtool check rules`
 //! and their unit tests.
 //!
-//! The kustomize trees are rendered by `deploy/kubernetes/render.py`, checked against
-//! kustomize where it is installed. Those tests skip without PyYAML unless
-//! `OPSCOPE_REQUIRE_BACKENDS=1`.
+//! The kustomize trees are rendered by `deploy/kubernetes/render.py` (checked against
+//! kustomize where it is installed) and validated against the Kubernetes OpenAPI
+//! schemas by `deploy/kubernetes/validate.py`; no cluster is needed. Those tests skip
+//! without PyYAML and kubernetes-validate unless `OPSCOPE_REQUIRE_BACKENDS=1`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -509,5 +510,67 @@ fn the_renderer_refuses_what_it_does_not_implement() {
         );
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(refusal), "{fixture}: {stderr}");
+    }
+}
+
+#[test]
+fn every_kustomize_tree_validates_against_the_kubernetes_schemas() {
+    if !python_with("yaml, kubernetes_validate") {
+        return;
+    }
+    let output = deploy_script("validate.py", &KUSTOMIZE_TREES);
+    assert!(output.status.success(), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for tree in KUSTOMIZE_TREES {
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line.starts_with(&format!("{tree}: "))
+                    && line.contains(" valid for Kubernetes ")),
+            "{tree} validated: {stdout}"
+        );
+    }
+    // The custom resources were checked against their schemas, not passed over.
+    assert!(
+        stdout.contains("ServiceMonitor") && stdout.contains("PrometheusRule"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_schema_validation_rejects_broken_manifests() {
+    if !python_with("yaml, kubernetes_validate") {
+        return;
+    }
+    let fixtures = "collector/tests/fixtures/kubernetes";
+    let valid = deploy_script(
+        "validate.py",
+        &[&format!("{fixtures}/valid/deployment.yaml")],
+    );
+    assert!(valid.status.success(), "{}", describe(&valid));
+    for (fixture, complaint) in [
+        (
+            "deployment-unknown-field.yaml",
+            "spec.template.spec.containers[0]: Additional properties are not allowed ('imagePullPolicyy'",
+        ),
+        (
+            "deployment-wrong-type.yaml",
+            "containers[0].ports[0].containerPort: '8080' is not of type 'integer'",
+        ),
+        (
+            "servicemonitor-bad-interval.yaml",
+            "spec.endpoints[0].interval: '30 seconds' does not match",
+        ),
+        ("unknown-kind.yaml", "Couldn't find schema for kind Widget"),
+    ] {
+        let output = deploy_script("validate.py", &[&format!("{fixtures}/invalid/{fixture}")]);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{fixture}: {}",
+            describe(&output)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(complaint), "{fixture}: {stderr}");
     }
 }
