@@ -194,7 +194,7 @@ fn json_of(value: &Value) -> serde_json::Value {
                 )
             })
             .collect(),
-        Value::BytesValue(bytes) => hex(bytes).into(),
+        Value::BytesValue(bytes) => hex::encode(bytes).into(),
         // An index into a profile's string table, which logs do not carry.
         Value::StringValueStrindex(_) => serde_json::Value::Null,
     }
@@ -212,12 +212,8 @@ fn hex_id(id: &[u8]) -> String {
     if id.iter().all(|byte| *byte == 0) {
         String::new()
     } else {
-        hex(id)
+        hex::encode(id)
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// A protobuf timestamp from nanoseconds since the epoch.

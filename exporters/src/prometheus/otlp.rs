@@ -320,9 +320,7 @@ fn json(value: Option<&AnyValue>) -> serde_json::Value {
         Some(any_value::Value::BoolValue(b)) => Json::Bool(*b),
         Some(any_value::Value::IntValue(i)) => Json::from(*i),
         Some(any_value::Value::DoubleValue(d)) => Json::from(*d),
-        Some(any_value::Value::BytesValue(bytes)) => {
-            Json::String(bytes.iter().map(|b| format!("{b:02x}")).collect())
-        }
+        Some(any_value::Value::BytesValue(bytes)) => Json::String(hex::encode(bytes)),
         Some(any_value::Value::ArrayValue(array)) => {
             Json::Array(array.values.iter().map(|v| json(Some(v))).collect())
         }

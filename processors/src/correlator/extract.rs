@@ -274,43 +274,47 @@ impl Record<'_> {
             attributes,
             [API_GROUP, API_KIND, API_RESOURCE, API_NAMESPACE, API_NAME],
         );
-        let operator = operator_of(self.resource, attributes);
-        let evidence = self.evidence();
-        let mut push = |object: &ObjectRef, kind: ObjectEventKind| {
-            if object.is_known() {
-                out.push(Event::Object(ObjectEvent {
-                    time: self.time,
-                    object: object.clone(),
-                    operator: operator.clone(),
-                    kind,
-                    evidence: evidence.clone(),
-                }));
-            }
-        };
+        // What the record says, first; the operator and the evidence reference are
+        // only worked out for records that say something.
+        let mut said: Vec<(&ObjectRef, ObjectEventKind)> = Vec::new();
         let reconcile_id = get_str(attributes, RECONCILE_ID).unwrap_or_default();
         if !reconcile_id.is_empty() || get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE)
         {
-            push(
+            said.push((
                 &reconciled,
                 ObjectEventKind::Reconcile(self.reconcile(reconcile_id)),
-            );
+            ));
         }
         let subject = if target.is_known() {
             &target
         } else {
             &reconciled
         };
-        if is_heartbeat(subject) {
+        if !is_heartbeat(subject) {
+            if let Some(write) = self.write(reconcile_id) {
+                said.push((subject, ObjectEventKind::Write(write)));
+            }
+            if let Some(state) = self.state() {
+                said.push((subject, ObjectEventKind::State(state)));
+            }
+            if get_bool(attributes, OBJECT_GONE) == Some(true) {
+                said.push((subject, ObjectEventKind::Gone));
+            }
+        }
+        said.retain(|(object, _)| object.is_known());
+        if said.is_empty() {
             return;
         }
-        if let Some(write) = self.write(reconcile_id) {
-            push(subject, ObjectEventKind::Write(write));
-        }
-        if let Some(state) = self.state() {
-            push(subject, ObjectEventKind::State(state));
-        }
-        if get_bool(attributes, OBJECT_GONE) == Some(true) {
-            push(subject, ObjectEventKind::Gone);
+        let operator = operator_of(self.resource, attributes);
+        let evidence = self.evidence();
+        for (object, kind) in said {
+            out.push(Event::Object(ObjectEvent {
+                time: self.time,
+                object: object.clone(),
+                operator: operator.clone(),
+                kind,
+                evidence: evidence.clone(),
+            }));
         }
     }
 
@@ -450,7 +454,7 @@ fn is_id(bytes: &[u8]) -> bool {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 #[cfg(test)]

@@ -257,7 +257,7 @@ fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
         return None;
     }
     let attribute = |key| get_str(&span.attributes, key).map(str::to_string);
-    let span_id: String = span.span_id.iter().map(|b| format!("{b:02x}")).collect();
+    let span_id = hex::encode(&span.span_id);
     Some(ReconcileContext {
         reconcile_id: facts
             .reconcile_id
