@@ -18,6 +18,9 @@ pub mod config;
 pub mod demo;
 pub mod exporters;
 pub mod extensions;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod pipeline;
 pub mod receivers;
 pub mod self_telemetry;

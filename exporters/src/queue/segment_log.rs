@@ -123,7 +123,7 @@ impl SegmentLog {
         fs::create_dir_all(dir).map_err(io_error(dir))?;
         let committed = read_offset(&dir.join(OFFSET_FILE));
         let mut recovery = Recovery::default();
-        let mut segments = VecDeque::new();
+        let mut segments: VecDeque<Segment> = VecDeque::new();
         for (first, path) in list_segments(dir)? {
             let scan = scan_segment(&path)?;
             if scan.valid_bytes < scan.file_bytes {
@@ -146,6 +146,19 @@ impl SegmentLog {
                 path,
             };
             if segment.end() <= committed {
+                remove(&segment.path);
+                continue;
+            }
+            if let Some(before) = segments
+                .back()
+                .filter(|before| segment.first < before.end())
+            {
+                // A damaged name: its records would take sequence numbers the segment
+                // before holds, and the next append would reuse one.
+                tracing::warn!(segment = %segment.path.display(), overlapped = %before.path.display(),
+                    "durable queue: dropping a segment that starts inside the one before it");
+                recovery.truncated_bytes += segment.bytes;
+                recovery.truncated_segments += 1;
                 remove(&segment.path);
                 continue;
             }
@@ -564,6 +577,47 @@ mod tests {
 
     fn record(n: u64) -> Vec<u8> {
         format!("record {n}").into_bytes()
+    }
+
+    fn write_segment(dir: &Path, name: &str, records: &[Vec<u8>]) {
+        let mut bytes = Vec::new();
+        for payload in records {
+            bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+            bytes.extend_from_slice(payload);
+        }
+        fs::write(dir.join(format!("{name}{SEGMENT_SUFFIX}")), bytes).unwrap();
+    }
+
+    /// Found by the `segment_log` fuzz target: an empty segment named inside the
+    /// range of the one before it made the next append reuse sequence number 1, and
+    /// reading 1 gave the old record instead of the appended one.
+    #[test]
+    fn a_segment_starting_inside_the_one_before_it_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        write_segment(dir.path(), &format!("{:020}", 0), &[record(0), record(1)]);
+        write_segment(dir.path(), &format!("{:020}", 1), &[]);
+        fs::write(dir.path().join(OFFSET_FILE), "0").unwrap();
+        let (mut log, recovery) = open(dir.path());
+        assert_eq!(recovery.pending, 2);
+        assert_eq!(recovery.truncated_segments, 1);
+        assert_eq!(drain(&mut log), vec![(0, record(0)), (1, record(1))]);
+        assert_eq!(log.append(b"after").unwrap(), 2);
+        assert_eq!(log.read_next().unwrap(), Some((2, b"after".to_vec())));
+    }
+
+    /// Two names of the same number (`0.seg`, `00.seg`) are one segment too many.
+    #[test]
+    fn a_second_segment_of_the_same_first_number_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        write_segment(dir.path(), "0", &[record(0)]);
+        write_segment(dir.path(), "00", &[record(7), record(8)]);
+        let (mut log, recovery) = open(dir.path());
+        assert_eq!(recovery.truncated_segments, 1);
+        let read = drain(&mut log);
+        assert_eq!(read.len(), 1);
+        assert_eq!(log.append(b"after").unwrap(), 1);
+        assert_eq!(log.read_next().unwrap(), Some((1, b"after".to_vec())));
     }
 
     #[test]

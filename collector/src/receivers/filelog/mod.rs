@@ -8,9 +8,9 @@ mod discovery;
 #[cfg(test)]
 mod fuzz_tests;
 mod identity;
-mod join;
+pub(crate) mod join;
 pub mod pod;
-mod reader;
+pub(crate) mod reader;
 pub mod record;
 mod tail;
 mod tailer;

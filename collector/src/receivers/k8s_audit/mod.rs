@@ -2,12 +2,12 @@
 //! record for the operator_tagger and correlator (API calls, object state, deletions).
 
 pub mod config;
-mod event_list;
-mod filter;
+pub(crate) mod event_list;
+pub(crate) mod filter;
 #[cfg(test)]
 mod fuzz_tests;
 mod records;
-mod webhook;
+pub(crate) mod webhook;
 
 use tokio::task::JoinSet;
 

@@ -99,7 +99,7 @@ impl Webhook {
 }
 
 /// The records of the batch's events that the filter admits, all in one request.
-pub(super) fn admitted_records(
+pub fn admitted_records(
     body: &[u8],
     filter: &EventFilter,
 ) -> Result<ExportLogsServiceRequest, Rejection> {

@@ -32,7 +32,7 @@ const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub enum Format {
     Protobuf,
     Json,
 }
@@ -57,7 +57,7 @@ impl Format {
         }
     }
 
-    fn decode<T: Telemetry>(self, body: &[u8]) -> Result<T, String> {
+    pub fn decode<T: Telemetry>(self, body: &[u8]) -> Result<T, String> {
         match self {
             Self::Protobuf => {
                 T::decode(body).map_err(|e| format!("undecodable OTLP/protobuf body: {e}"))

@@ -3,7 +3,7 @@
 
 pub mod config;
 mod grpc;
-mod http;
+pub(crate) mod http;
 
 use tokio::task::JoinSet;
 

@@ -2,13 +2,13 @@
 //! Prometheus text format or OpenMetrics and turned into OTLP metrics.
 
 pub mod config;
-mod exposition;
+pub(crate) mod exposition;
 #[cfg(test)]
 mod fuzz_tests;
-mod otlp_metrics;
+pub(crate) mod otlp_metrics;
 mod pool;
 mod scraper;
-mod series_starts;
+pub(crate) mod series_starts;
 mod targets;
 
 use std::sync::Arc;
