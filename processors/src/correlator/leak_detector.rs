@@ -1,15 +1,15 @@
 //! The `resource_leak` detector: a runtime gauge of one operator instance (workqueue
 //! depth, goroutines, memory) growing steadily over the window; one signal per instance.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::{bound_operator, bounded};
+use super::compact::bounded;
 use super::config::{positive, share};
 use super::events::{GaugeEvent, InstanceKey, Nanos, ObjectRef, OperatorRef};
 use super::gauge_series::{GaugeSeries, Trend};
+use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
 use super::signal::{MAX_EVIDENCE, Signal, SignalType};
 use super::window::nanos;
@@ -190,7 +190,7 @@ struct Instance {
     signal: Option<SignalTrack>,
 }
 
-impl Instance {
+impl InstanceState for Instance {
     fn new(key: &InstanceKey, operator: OperatorRef) -> Self {
         Self {
             operator,
@@ -201,6 +201,24 @@ impl Instance {
         }
     }
 
+    fn operator_mut(&mut self) -> &mut OperatorRef {
+        &mut self.operator
+    }
+
+    fn last_seen(&self) -> Nanos {
+        self.last_seen
+    }
+
+    fn signal(&self) -> Option<&SignalTrack> {
+        self.signal.as_ref()
+    }
+
+    fn into_signal(self) -> Option<SignalTrack> {
+        self.signal
+    }
+}
+
+impl Instance {
     /// Takes one sample; false when the instance follows as many gauges as it may.
     fn record(
         &mut self,
@@ -311,8 +329,7 @@ fn leak_finding(
 #[derive(Debug, Clone)]
 pub(crate) struct LeakDetector {
     config: ResourceLeakConfig,
-    instances: BTreeMap<InstanceKey, Instance>,
-    evicted: u64,
+    instances: InstanceTable<Instance>,
     next_sweep: Nanos,
 }
 
@@ -320,8 +337,7 @@ impl LeakDetector {
     pub(crate) fn new(config: &ResourceLeakConfig) -> Self {
         Self {
             config: config.clone(),
-            instances: BTreeMap::new(),
-            evicted: 0,
+            instances: InstanceTable::new(config.max_instances),
             next_sweep: 0,
         }
     }
@@ -333,36 +349,18 @@ impl LeakDetector {
 
     /// Instances evicted to make room, in total.
     pub(crate) fn evicted(&self) -> u64 {
-        self.evicted
+        self.instances.evicted()
     }
 
     /// Takes one gauge sample; false when it is of no use here (a gauge not watched,
     /// no instance, or one gauge too many). Signals of an evicted instance resolve into `out`.
-    pub(crate) fn observe(
-        &mut self,
-        mut event: GaugeEvent,
-        now: Nanos,
-        out: &mut Vec<Signal>,
-    ) -> bool {
+    pub(crate) fn observe(&mut self, event: GaugeEvent, now: Nanos, out: &mut Vec<Signal>) -> bool {
         let Some(cause) = LeakCause::of_gauge(&event.name) else {
             return false;
         };
-        if event.instance.is_empty() {
-            return false;
-        }
-        bound_operator(&mut event.operator);
-        let key = InstanceKey::new(&event.operator, &event.instance);
-        if !self.instances.contains_key(&key) {
-            self.make_room(now, out);
-        }
-        let instance = self
-            .instances
-            .entry(key)
-            .or_insert_with_key(|key| Instance::new(key, event.operator.clone()));
-        if instance.operator != event.operator {
-            instance.operator.clone_from(&event.operator);
-        }
-        instance.record(&event, cause, &self.config)
+        self.instances
+            .entry(&event.operator, &event.instance, now, out)
+            .is_some_and(|instance| instance.record(&event, cause, &self.config))
     }
 
     /// Evaluates every instance once per sample interval of event time, and forgets
@@ -382,31 +380,13 @@ impl LeakDetector {
             out.extend(instance.evaluate(&self.config, now, update_interval));
         }
         if let Some(cutoff) = now.checked_sub(idle_expiry) {
-            self.instances
-                .retain(|_, instance| instance.signal.is_some() || instance.last_seen > cutoff);
+            self.instances.forget_idle(cutoff);
         }
     }
 
     /// The signals firing now.
     pub(crate) fn active(&self) -> impl Iterator<Item = &Signal> {
-        self.instances
-            .values()
-            .filter_map(|instance| instance.signal.as_ref().map(SignalTrack::signal))
-    }
-
-    fn make_room(&mut self, now: Nanos, out: &mut Vec<Signal>) {
-        if self.instances.len() < self.config.max_instances {
-            return;
-        }
-        let oldest = self
-            .instances
-            .iter()
-            .min_by_key(|(_, instance)| (instance.signal.is_some(), instance.last_seen))
-            .map(|(key, _)| key.clone());
-        if let Some(instance) = oldest.and_then(|key| self.instances.remove(&key)) {
-            self.evicted += 1;
-            out.extend(instance.signal.map(|signal| signal.resolve(now)));
-        }
+        self.instances.active()
     }
 
     #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod extract;
 mod field_churn;
 mod finalizer_detector;
 mod gauge_series;
+mod instance_table;
 mod leak_detector;
 mod lifecycle;
 mod loop_detector;

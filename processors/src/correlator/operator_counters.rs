@@ -7,9 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::compact::{bound_operator, bounded, hash_text};
+use super::compact::{bounded, hash_text};
 use super::conflict_detector::{ConflictCause, ConflictConfig};
 use super::events::{Counter, CounterEvent, InstanceKey, Nanos, ObjectRef, OperatorRef};
+use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, severity_for, step};
 use super::signal::{MAX_EVIDENCE, Signal, SignalState, SignalType};
 use super::window::{Bucket, BucketRing, nanos};
@@ -53,7 +54,7 @@ struct InstanceCounters {
     signal: Option<SignalTrack>,
 }
 
-impl InstanceCounters {
+impl InstanceState for InstanceCounters {
     fn new(key: &InstanceKey, operator: OperatorRef) -> Self {
         Self {
             operator,
@@ -65,6 +66,24 @@ impl InstanceCounters {
         }
     }
 
+    fn operator_mut(&mut self) -> &mut OperatorRef {
+        &mut self.operator
+    }
+
+    fn last_seen(&self) -> Nanos {
+        self.last_seen
+    }
+
+    fn signal(&self) -> Option<&SignalTrack> {
+        self.signal.as_ref()
+    }
+
+    fn into_signal(self) -> Option<SignalTrack> {
+        self.signal
+    }
+}
+
+impl InstanceCounters {
     /// Takes one sample; false when the instance follows as many series as it may.
     fn record(&mut self, event: &CounterEvent, window: Duration) -> bool {
         self.last_seen = self.last_seen.max(event.time);
@@ -145,9 +164,7 @@ impl InstanceCounters {
 #[derive(Debug, Clone)]
 pub(crate) struct OperatorCounters {
     conflict: ConflictConfig,
-    max_instances: usize,
-    instances: BTreeMap<InstanceKey, InstanceCounters>,
-    evicted: u64,
+    instances: InstanceTable<InstanceCounters>,
     next_evaluation: Nanos,
 }
 
@@ -155,9 +172,7 @@ impl OperatorCounters {
     pub(crate) fn new(conflict: &ConflictConfig, max_instances: usize) -> Self {
         Self {
             conflict: conflict.clone(),
-            max_instances,
-            instances: BTreeMap::new(),
-            evicted: 0,
+            instances: InstanceTable::new(max_instances),
             next_evaluation: 0,
         }
     }
@@ -169,33 +184,21 @@ impl OperatorCounters {
 
     /// Instances evicted to make room, in total.
     pub(crate) fn evicted(&self) -> u64 {
-        self.evicted
+        self.instances.evicted()
     }
 
     /// Takes one counter sample; false when it is of no use (no instance named, or a
     /// series too many). Signals of an evicted instance resolve into `out`.
     pub(crate) fn observe(
         &mut self,
-        mut event: CounterEvent,
+        event: CounterEvent,
         now: Nanos,
         out: &mut Vec<Signal>,
     ) -> bool {
-        if event.instance.is_empty() {
-            return false;
-        }
-        bound_operator(&mut event.operator);
-        let key = InstanceKey::new(&event.operator, &event.instance);
-        if !self.instances.contains_key(&key) {
-            self.make_room(now, out);
-        }
-        let instance = self
-            .instances
-            .entry(key)
-            .or_insert_with_key(|key| InstanceCounters::new(key, event.operator.clone()));
-        if instance.operator != event.operator {
-            instance.operator.clone_from(&event.operator);
-        }
-        instance.record(&event, self.conflict.window)
+        let window = self.conflict.window;
+        self.instances
+            .entry(&event.operator, &event.instance, now, out)
+            .is_some_and(|instance| instance.record(&event, window))
     }
 
     /// Evaluates the conflict signal of every instance once per evaluation interval of
@@ -243,16 +246,13 @@ impl OperatorCounters {
             ));
         }
         if let Some(cutoff) = now.checked_sub(idle_expiry) {
-            self.instances
-                .retain(|_, instance| instance.signal.is_some() || instance.last_seen > cutoff);
+            self.instances.forget_idle(cutoff);
         }
     }
 
     /// The signals firing now.
     pub(crate) fn active(&self) -> impl Iterator<Item = &Signal> {
-        self.instances
-            .values()
-            .filter_map(|instance| instance.signal.as_ref().map(SignalTrack::signal))
+        self.instances.active()
     }
 
     /// Adds what the operator's counters say to a firing object signal: the rates of
@@ -322,21 +322,6 @@ impl OperatorCounters {
             }
         }
         conflicted
-    }
-
-    fn make_room(&mut self, now: Nanos, out: &mut Vec<Signal>) {
-        if self.instances.len() < self.max_instances {
-            return;
-        }
-        let oldest = self
-            .instances
-            .iter()
-            .min_by_key(|(_, instance)| (instance.signal.is_some(), instance.last_seen))
-            .map(|(key, _)| key.clone());
-        if let Some(instance) = oldest.and_then(|key| self.instances.remove(&key)) {
-            self.evicted += 1;
-            out.extend(instance.signal.map(|signal| signal.resolve(now)));
-        }
     }
 }
 
