@@ -241,15 +241,30 @@ fn nested_roots(
 /// `reconcile`/`Reconcile`, kube-rs's `reconciling object`, or one that carries
 /// reconcile attributes itself.
 fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
-    let mut facts = LogFacts::default();
-    facts_from_attributes(&span.attributes, &mut facts);
     let named = matches!(
         span.name.as_str(),
         "reconcile" | "Reconcile" | "reconciling object"
     );
     // A span opscope tagged before (upstream) is a root only if it was one there: its
     // children carry the reconcile id written from the trace.
-    let carries = match get_str(&span.attributes, OPSCOPE_RECORD) {
+    let recorded = get_str(&span.attributes, OPSCOPE_RECORD);
+    // Most spans are API calls with no reconcile id: they are ruled out before their
+    // attributes are read into facts.
+    let may_carry = match recorded {
+        None => span.attributes.iter().any(|kv| {
+            matches!(
+                kv.key.as_str(),
+                RECONCILE_ID | "reconcile_id" | "reconcileID"
+            )
+        }),
+        Some(record) => record == RECORD_RECONCILE,
+    };
+    if !named && !may_carry {
+        return None;
+    }
+    let mut facts = LogFacts::default();
+    facts_from_attributes(&span.attributes, &mut facts);
+    let carries = match recorded {
         None => facts.reconcile_id.is_some(),
         Some(record) => record == RECORD_RECONCILE,
     };
