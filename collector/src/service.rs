@@ -15,7 +15,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec};
+use crate::config::{
+    Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig,
+};
 use crate::exporters::{Exporters, PipelineData};
 use crate::extensions::health_check::{self, Readiness};
 use crate::pipeline::memory_watch::MemoryWatch;
@@ -46,7 +48,14 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_servers = CancellationToken::new();
 
     let exporters = Exporters::build(&config, &telemetry)?;
-    let memory = MemoryAccount::default();
+    // Data is sized for the memory account only when a memory limiter reads it.
+    let limited = (config.processors.values())
+        .any(|processor| matches!(processor, ProcessorConfig::MemoryLimiter(_)));
+    let memory = if limited {
+        MemoryAccount::default()
+    } else {
+        MemoryAccount::not_counting()
+    };
     let stop_ticking = CancellationToken::new();
     let (mut signals, correlators) = SignalOutput::start(
         &config,

@@ -169,7 +169,8 @@ impl<T: Telemetry> Consumer<T> {
     }
 
     fn hand_over(&self, data: T, wait: bool) -> Result<Vec<oneshot::Receiver<()>>, Refusal> {
-        let bytes = data.memory_size();
+        let counting = self.inputs.first().map(|input| &input.account);
+        let bytes = counting.map_or(0, |account| account.size_of(|| data.memory_size()));
         let over_limit = |input: &PipelineInput<T>| {
             input
                 .limiter

@@ -251,7 +251,7 @@ impl<T: Batch> QueueSender<T> {
             } => {
                 // Counted before it is in the queue, so a consumer's decrement never comes first.
                 queue_size.inc();
-                let hold = account.hold(batch.memory_size());
+                let hold = account.hold(account.size_of(|| batch.memory_size()));
                 sender.send(Queued { batch, hold }).await.map_err(|err| {
                     queue_size.dec();
                     err.into_inner().batch

@@ -7,21 +7,47 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A shared byte counter; a sub-account (one sending queue, say) also counts in
 /// every account above it.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct MemoryAccount(Arc<Node>);
 
-#[derive(Default)]
 struct Node {
     bytes: AtomicU64,
     parent: Option<MemoryAccount>,
+    /// False when no memory limiter reads the account: sizing data would be wasted work.
+    counting: bool,
+}
+
+impl Default for MemoryAccount {
+    fn default() -> Self {
+        Self::new(true)
+    }
 }
 
 impl MemoryAccount {
+    fn new(counting: bool) -> Self {
+        Self(Arc::new(Node {
+            bytes: AtomicU64::new(0),
+            parent: None,
+            counting,
+        }))
+    }
+
+    /// An account that counts nothing, for a process with no memory limiter.
+    pub fn not_counting() -> Self {
+        Self::new(false)
+    }
+
+    /// The size `measure` gives, or 0 without measuring when the account counts nothing.
+    pub fn size_of(&self, measure: impl FnOnce() -> u64) -> u64 {
+        if self.0.counting { measure() } else { 0 }
+    }
+
     /// An account whose bytes also count in this one.
     pub fn sub_account(&self) -> Self {
         Self(Arc::new(Node {
             bytes: AtomicU64::new(0),
             parent: Some(self.clone()),
+            counting: self.0.counting,
         }))
     }
 
