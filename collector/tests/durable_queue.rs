@@ -80,6 +80,32 @@ fn send_until_failure(ports: &Ports, from: usize, to: usize, stop: &AtomicBool) 
     acknowledged
 }
 
+/// A backend that answers `UNAVAILABLE` until released.
+fn backend_down() -> OtlpSink {
+    let sink = OtlpSink::grpc();
+    sink.set_behaviour(Behaviour::Fail {
+        code: Code::Unavailable,
+        times: usize::MAX,
+    });
+    sink
+}
+
+/// Prints the test's fault figures: spans acknowledged, delivered and duplicated,
+/// and one figure of its own.
+fn report(test: &str, acknowledged: &[usize], duplicates: usize, other: (&str, f64)) {
+    let acknowledged = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
+    let duplicates = duplicates as f64;
+    common::report_fault(
+        test,
+        &[
+            ("in", acknowledged),
+            ("out", acknowledged + duplicates),
+            ("duplicated", duplicates),
+            other,
+        ],
+    );
+}
+
 /// How many times each span name arrived.
 fn arrivals(sink: &OtlpSink) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
@@ -111,11 +137,7 @@ fn assert_all_arrived(sink: &OtlpSink, acknowledged: &[usize]) -> usize {
 
 #[test]
 fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
-    let sink = OtlpSink::grpc();
-    sink.set_behaviour(Behaviour::Fail {
-        code: Code::Unavailable,
-        times: usize::MAX,
-    });
+    let sink = backend_down();
     let storage = tempfile::tempdir().expect("queue dir");
     let ports = Ports::free();
     let config = config(&ports, &sink, storage.path(), "");
@@ -151,15 +173,11 @@ fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
     let restarted = Opscope::start(&config, &ports.health_addr());
     let duplicates = assert_all_arrived(&sink, &acknowledged);
     // At least once: a batch in flight when the agent died may come twice.
-    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
-    common::report_fault(
+    report(
         "kill_9_durable_queue",
-        &[
-            ("in", spans_in),
-            ("out", spans_in + duplicates as f64),
-            ("duplicated", duplicates as f64),
-            ("lost", 0.0),
-        ],
+        &acknowledged,
+        duplicates,
+        ("lost", 0.0),
     );
     let left = restarted.wait_for_metric(
         &ports.metrics_addr(),
@@ -173,11 +191,7 @@ fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
 
 #[test]
 fn sigterm_keeps_the_undelivered_on_disk_and_a_torn_tail_is_cut_off_at_the_next_start() {
-    let sink = OtlpSink::grpc();
-    sink.set_behaviour(Behaviour::Fail {
-        code: Code::Unavailable,
-        times: usize::MAX,
-    });
+    let sink = backend_down();
     let storage = tempfile::tempdir().expect("queue dir");
     let ports = Ports::free();
     let config = config(&ports, &sink, storage.path(), "");
@@ -207,15 +221,11 @@ fn sigterm_keeps_the_undelivered_on_disk_and_a_torn_tail_is_cut_off_at_the_next_
     let restarted = Opscope::start(&config, &ports.health_addr());
     let duplicates = assert_all_arrived(&sink, &acknowledged);
     assert_eq!(duplicates, 0, "nothing was in flight at the clean stop");
-    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
-    common::report_fault(
+    report(
         "sigterm_durable_queue_then_torn_tail",
-        &[
-            ("in", spans_in),
-            ("out", spans_in),
-            ("duplicated", 0.0),
-            ("cut_segments", 1.0),
-        ],
+        &acknowledged,
+        duplicates,
+        ("cut_segments", 1.0),
     );
     let cut = restarted.wait_for_metric(
         &ports.metrics_addr(),
@@ -234,11 +244,7 @@ fn sigterm_keeps_the_undelivered_on_disk_and_a_torn_tail_is_cut_off_at_the_next_
 
 #[test]
 fn a_full_durable_queue_refuses_with_a_retryable_answer_and_keeps_what_it_took() {
-    let sink = OtlpSink::grpc();
-    sink.set_behaviour(Behaviour::Fail {
-        code: Code::Unavailable,
-        times: usize::MAX,
-    });
+    let sink = backend_down();
     let storage = tempfile::tempdir().expect("queue dir");
     let ports = Ports::free();
     let config = config(&ports, &sink, storage.path(), ", queue_size: 4");
@@ -276,15 +282,11 @@ fn a_full_durable_queue_refuses_with_a_retryable_answer_and_keeps_what_it_took()
     sink.release();
     let _restarted = Opscope::start(&config, &ports.health_addr());
     let duplicates = assert_all_arrived(&sink, &acknowledged);
-    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
-    common::report_fault(
+    report(
         "full_durable_queue",
-        &[
-            ("in", spans_in),
-            ("out", spans_in + duplicates as f64),
-            ("duplicated", duplicates as f64),
-            ("refused_requests", 1.0),
-        ],
+        &acknowledged,
+        duplicates,
+        ("refused_requests", 1.0),
     );
 }
 
@@ -326,11 +328,7 @@ fn a_full_disk_refuses_new_data_and_keeps_what_it_took() {
     let Some(disk) = SmallDisk::mount() else {
         return;
     };
-    let sink = OtlpSink::grpc();
-    sink.set_behaviour(Behaviour::Fail {
-        code: Code::Unavailable,
-        times: usize::MAX,
-    });
+    let sink = backend_down();
     let ports = Ports::free();
     let config = config(&ports, &sink, disk.dir.path(), ", segment_size_mib: 1");
     let opscope = Opscope::start(&config, &ports.health_addr());
@@ -393,18 +391,15 @@ fn a_full_disk_refuses_new_data_and_keeps_what_it_took() {
         runtime.block_on(client.export(spans(10_000))).is_ok()
     });
     assert!(accepted_again, "accepted again once there is room");
-    let spans_in = (acknowledged.len() * SPANS_PER_REQUEST) as f64;
-    common::report_fault(
+    let recovered = (
+        "accepted_again_after_ms",
+        started.elapsed().as_millis() as f64,
+    );
+    report(
         "disk_full_durable_queue",
-        &[
-            ("in", spans_in),
-            ("out", spans_in),
-            ("duplicated", 0.0),
-            (
-                "accepted_again_after_ms",
-                started.elapsed().as_millis() as f64,
-            ),
-        ],
+        &acknowledged,
+        duplicates,
+        recovered,
     );
     assert!(
         sink.wait_for(TIMEOUT, |received| received
