@@ -15,6 +15,9 @@ use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::prost::Message;
 
+/// The agent's allocator: allocation costs as the agent pays them.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Spans per request, as the load generator's default batch is about.
 const SPANS: usize = 500;
 

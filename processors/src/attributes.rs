@@ -12,15 +12,38 @@ pub fn get<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a Value> {
 
 /// A string attribute, or an integer written as text.
 pub fn get_str<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
-    match get(attributes, key)? {
+    as_str(get(attributes, key))
+}
+
+/// An integer attribute, also when written as a string.
+pub fn get_i64(attributes: &[KeyValue], key: &str) -> Option<i64> {
+    as_i64(get(attributes, key))
+}
+
+pub fn get_f64(attributes: &[KeyValue], key: &str) -> Option<f64> {
+    as_f64(get(attributes, key))
+}
+
+pub fn get_bool(attributes: &[KeyValue], key: &str) -> Option<bool> {
+    as_bool(get(attributes, key))
+}
+
+/// The strings of an array attribute (a single string counts as one).
+pub fn get_strings(attributes: &[KeyValue], key: &str) -> Vec<String> {
+    as_strings(get(attributes, key))
+}
+
+/// A non-empty string value.
+pub fn as_str(value: Option<&Value>) -> Option<&str> {
+    match value? {
         Value::StringValue(s) if !s.is_empty() => Some(s),
         _ => None,
     }
 }
 
-/// An integer attribute, also when written as a string.
-pub fn get_i64(attributes: &[KeyValue], key: &str) -> Option<i64> {
-    match get(attributes, key)? {
+/// An integer value, also when written as a string or a whole double.
+pub fn as_i64(value: Option<&Value>) -> Option<i64> {
+    match value? {
         Value::IntValue(i) => Some(*i),
         Value::StringValue(s) => s.trim().parse().ok(),
         Value::DoubleValue(d) if d.fract() == 0.0 => Some(*d as i64),
@@ -28,8 +51,8 @@ pub fn get_i64(attributes: &[KeyValue], key: &str) -> Option<i64> {
     }
 }
 
-pub fn get_f64(attributes: &[KeyValue], key: &str) -> Option<f64> {
-    match get(attributes, key)? {
+pub fn as_f64(value: Option<&Value>) -> Option<f64> {
+    match value? {
         Value::DoubleValue(d) => Some(*d),
         Value::IntValue(i) => Some(*i as f64),
         Value::StringValue(s) => s.trim().parse().ok(),
@@ -37,17 +60,17 @@ pub fn get_f64(attributes: &[KeyValue], key: &str) -> Option<f64> {
     }
 }
 
-pub fn get_bool(attributes: &[KeyValue], key: &str) -> Option<bool> {
-    match get(attributes, key)? {
+pub fn as_bool(value: Option<&Value>) -> Option<bool> {
+    match value? {
         Value::BoolValue(b) => Some(*b),
         Value::StringValue(s) => s.parse().ok(),
         _ => None,
     }
 }
 
-/// The strings of an array attribute (a single string counts as one).
-pub fn get_strings(attributes: &[KeyValue], key: &str) -> Vec<String> {
-    match get(attributes, key) {
+/// The strings of an array value (a single string counts as one).
+pub fn as_strings(value: Option<&Value>) -> Vec<String> {
+    match value {
         Some(Value::ArrayValue(array)) => array
             .values
             .iter()
@@ -92,7 +115,11 @@ pub fn set(attributes: &mut Vec<KeyValue>, key: &str, value: Value) {
 /// Sets `key` only where it is missing.
 pub fn insert(attributes: &mut Vec<KeyValue>, key: &str, value: Value) {
     if !attributes.iter().any(|kv| kv.key == key) {
-        set(attributes, key, value);
+        attributes.push(KeyValue {
+            key: key.to_string(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..Default::default()
+        });
     }
 }
 

@@ -188,7 +188,11 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
     /// Hands what came out of the processors to the sending queues; its bytes are
     /// then counted by the in-memory queues (or are on disk) and leave the pipeline's hold.
     async fn send(&mut self, batches: Vec<T>) {
-        let sent: u64 = batches.iter().map(Telemetry::memory_size).sum();
+        // Sizing walks every batch: only done when memory is counted.
+        let sent: u64 = match self.held.bytes() {
+            0 => 0,
+            _ => batches.iter().map(Telemetry::memory_size).sum(),
+        };
         let queued = self.fan_out.send_all(batches).await;
         self.held.release(sent);
         if self.chain.deadline().is_none() {

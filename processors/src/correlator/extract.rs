@@ -6,29 +6,32 @@ use std::time::Duration;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
-use opscope_proto::otlp::common::v1::KeyValue;
+use opscope_proto::otlp::common::v1::any_value::Value;
 use opscope_proto::otlp::metrics::v1::{
     AggregationTemporality, Metric, NumberDataPoint, metric::Data, number_data_point,
 };
+use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 
 use super::events::{
     Counter, CounterEvent, Event, GaugeEvent, Nanos, ObjectEvent, ObjectEventKind, ObjectRef,
     ObjectState, OperatorRef, Outcome, Reconcile, Write,
 };
-use crate::attributes::{get_bool, get_f64, get_i64, get_str, get_strings};
+use crate::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_str};
+use crate::kinds::plural_of_kind;
 use crate::semconv::*;
 use crate::tagger::audit::operator_of_user;
 use crate::timestamp::parse_rfc3339;
 
 use super::leak_detector::watches;
+use super::tagged::Tagged;
 
 const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];
 
 /// A record reduced to what extraction needs, whatever its signal type.
 struct Record<'a> {
-    resource: &'a [KeyValue],
-    attributes: &'a [KeyValue],
+    source: &'a Source<'a>,
+    tagged: Tagged<'a>,
     time: Nanos,
     /// Span start and duration; `None` for log records.
     span: Option<(Nanos, Duration)>,
@@ -38,12 +41,34 @@ struct Record<'a> {
     failed: Option<&'a str>,
 }
 
+/// What the resource of a batch's records says of all of them, read once.
+struct Source<'a> {
+    /// The operator by the tagger's `operator.name`, for records with no actor.
+    operator: OperatorRef,
+    /// The operator pod.
+    instance: &'a str,
+}
+
+impl<'a> Source<'a> {
+    fn of(resource: Option<&'a Resource>) -> Self {
+        let resource = resource.map_or(&[][..], |r| &r.attributes);
+        Self {
+            operator: OperatorRef {
+                name: get_str(resource, OPERATOR_NAME)
+                    .unwrap_or_default()
+                    .to_string(),
+                namespace: get_str(resource, K8S_NAMESPACE_NAME)
+                    .unwrap_or_default()
+                    .to_string(),
+            },
+            instance: get_str(resource, K8S_POD_NAME).unwrap_or_default(),
+        }
+    }
+}
+
 pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
     for resource_spans in &request.resource_spans {
-        let resource = resource_spans
-            .resource
-            .as_ref()
-            .map_or(&[][..], |r| &r.attributes);
+        let source = Source::of(resource_spans.resource.as_ref());
         for span in resource_spans.scope_spans.iter().flat_map(|s| &s.spans) {
             let failed = span
                 .status
@@ -55,8 +80,8 @@ pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
                     .saturating_sub(span.start_time_unix_nano),
             );
             let record = Record {
-                resource,
-                attributes: &span.attributes,
+                source: &source,
+                tagged: Tagged::read(&span.attributes),
                 time: span.end_time_unix_nano.max(span.start_time_unix_nano),
                 span: Some((span.start_time_unix_nano, duration)),
                 trace_id: &span.trace_id,
@@ -70,10 +95,7 @@ pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
 
 pub fn from_logs(request: &ExportLogsServiceRequest, out: &mut Vec<Event>) {
     for resource_logs in &request.resource_logs {
-        let resource = resource_logs
-            .resource
-            .as_ref()
-            .map_or(&[][..], |r| &r.attributes);
+        let source = Source::of(resource_logs.resource.as_ref());
         for log in resource_logs.scope_logs.iter().flat_map(|s| &s.log_records) {
             let time = if log.time_unix_nano > 0 {
                 log.time_unix_nano
@@ -81,8 +103,8 @@ pub fn from_logs(request: &ExportLogsServiceRequest, out: &mut Vec<Event>) {
                 log.observed_time_unix_nano
             };
             let record = Record {
-                resource,
-                attributes: &log.attributes,
+                source: &source,
+                tagged: Tagged::read(&log.attributes),
                 time,
                 span: None,
                 trace_id: &log.trace_id,
@@ -103,7 +125,7 @@ pub fn from_metrics(request: &ExportMetricsServiceRequest, out: &mut Vec<Event>)
         let instance =
             get_str(resource, K8S_POD_NAME).or_else(|| get_str(resource, "service.instance.id"));
         let Some(instance) = instance else { continue };
-        let operator = operator_of(resource, &[]);
+        let operator = Source::of(resource_metrics.resource.as_ref()).operator;
         for metric in resource_metrics
             .scope_metrics
             .iter()
@@ -220,37 +242,37 @@ fn point_value(point: &NumberDataPoint) -> Option<f64> {
     }
 }
 
-/// The operator: who made an API call when the record says (a service account
+/// The operator that made an API call: a service account
 /// `system:serviceaccount:<namespace>:<name>` is that operator, any other user is
-/// itself), else the tagger's `operator.name`.
-fn operator_of(resource: &[KeyValue], attributes: &[KeyValue]) -> OperatorRef {
-    if let Some(actor) = get_str(attributes, API_ACTOR) {
-        return match operator_of_user(actor) {
-            Some((namespace, name)) => OperatorRef { name, namespace },
-            None => OperatorRef {
-                name: actor.to_string(),
-                namespace: String::new(),
-            },
-        };
-    }
-    let name = get_str(resource, OPERATOR_NAME).unwrap_or_default();
-    let namespace = get_str(resource, K8S_NAMESPACE_NAME).unwrap_or_default();
-    OperatorRef {
-        name: name.to_string(),
-        namespace: namespace.to_string(),
+/// itself.
+fn actor_operator(actor: &str) -> OperatorRef {
+    match operator_of_user(actor) {
+        Some((namespace, name)) => OperatorRef { name, namespace },
+        None => OperatorRef {
+            name: actor.to_string(),
+            namespace: String::new(),
+        },
     }
 }
 
-fn object(attributes: &[KeyValue], keys: [&str; 5]) -> ObjectRef {
-    let field = |key| get_str(attributes, key).unwrap_or_default().to_string();
-    let [group, kind, resource, namespace, name] = keys;
+/// An object from the five values of a record's object or API attributes.
+fn object(fields: &[Option<&Value>; 5]) -> ObjectRef {
+    let [group, kind, resource, namespace, name] =
+        fields.map(|value| as_str(value).unwrap_or_default().to_string());
     ObjectRef {
-        group: field(group),
-        kind: field(kind),
-        resource: field(resource),
-        namespace: field(namespace),
-        name: field(name),
+        group,
+        kind,
+        resource,
+        namespace,
+        name,
     }
+}
+
+/// Whether the values name an object: a name, and a kind or a resource (as
+/// [`ObjectRef::is_known`] says of the object they make).
+fn names_object(fields: &[Option<&Value>; 5]) -> bool {
+    let [_, kind, resource, _, name] = fields.map(|value| as_str(value).is_some());
+    name && (kind || resource)
 }
 
 impl Record<'_> {
@@ -259,62 +281,68 @@ impl Record<'_> {
             // A record with no time says nothing about rates or ages.
             return;
         }
-        let attributes = self.attributes;
-        let reconciled = object(
-            attributes,
-            [
-                OBJECT_GROUP,
-                OBJECT_KIND,
-                OBJECT_RESOURCE,
-                OBJECT_NAMESPACE,
-                OBJECT_NAME,
-            ],
-        );
-        let target = object(
-            attributes,
-            [API_GROUP, API_KIND, API_RESOURCE, API_NAMESPACE, API_NAME],
-        );
-        // What the record says, first; the operator and the evidence reference are
-        // only worked out for records that say something.
-        let mut said: Vec<(&ObjectRef, ObjectEventKind)> = Vec::new();
-        let reconcile_id = get_str(attributes, RECONCILE_ID).unwrap_or_default();
-        if !reconcile_id.is_empty() || get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE)
-        {
+        let tagged = &self.tagged;
+        let reconcile_id = as_str(tagged.reconcile_id).unwrap_or_default();
+        let reconciles = !reconcile_id.is_empty() || tagged.record() == Some(RECORD_RECONCILE);
+        let reconciled = names_object(&tagged.object);
+        let targeted = names_object(&tagged.api);
+        // The object a write or a state is about: the API call's, else the reconciled one.
+        let subject_known = targeted || reconciled;
+        let subject_fields = if targeted {
+            &tagged.api
+        } else {
+            &tagged.object
+        };
+        let mut said: Vec<(bool, ObjectEventKind)> = Vec::new();
+        if reconciles && reconciled {
             said.push((
-                &reconciled,
+                false,
                 ObjectEventKind::Reconcile(self.reconcile(reconcile_id)),
             ));
         }
-        let subject = if target.is_known() {
-            &target
-        } else {
-            &reconciled
-        };
-        if !is_heartbeat(subject) {
+        if subject_known && !is_heartbeat(subject_fields) {
             if let Some(write) = self.write(reconcile_id) {
-                said.push((subject, ObjectEventKind::Write(write)));
+                said.push((true, ObjectEventKind::Write(write)));
             }
             if let Some(state) = self.state() {
-                said.push((subject, ObjectEventKind::State(state)));
+                said.push((true, ObjectEventKind::State(state)));
             }
-            if get_bool(attributes, OBJECT_GONE) == Some(true) {
-                said.push((subject, ObjectEventKind::Gone));
+            if as_bool(tagged.gone) == Some(true) {
+                said.push((true, ObjectEventKind::Gone));
             }
         }
-        said.retain(|(object, _)| object.is_known());
         if said.is_empty() {
             return;
         }
-        let operator = operator_of(self.resource, attributes);
+        // The objects, the operator and the evidence reference are only made for
+        // records that say something.
+        let reconciled = reconciled.then(|| object(&tagged.object));
+        let subject = targeted.then(|| object(&tagged.api));
+        let operator = self.operator();
         let evidence = self.evidence();
-        for (object, kind) in said {
+        for (about_subject, kind) in said {
+            let object = match (about_subject, &subject, &reconciled) {
+                (true, Some(subject), _) => subject.clone(),
+                (_, _, Some(reconciled)) => reconciled.clone(),
+                (_, Some(subject), None) => subject.clone(),
+                (_, None, None) => continue,
+            };
             out.push(Event::Object(ObjectEvent {
                 time: self.time,
-                object: object.clone(),
+                object,
                 operator: operator.clone(),
                 kind,
                 evidence: evidence.clone(),
             }));
+        }
+    }
+
+    /// Who made the call when the record says (see [`actor_operator`]), else the
+    /// operator the resource names.
+    fn operator(&self) -> OperatorRef {
+        match as_str(self.tagged.actor) {
+            Some(actor) => actor_operator(actor),
+            None => self.source.operator.clone(),
         }
     }
 
@@ -323,7 +351,7 @@ impl Record<'_> {
     ///
     /// [`evidence_reference`]: crate::correlator::signal::evidence_reference
     fn evidence(&self) -> Option<String> {
-        let location = get_str(self.attributes, LOG_SOURCE)
+        let location = as_str(self.tagged.log_source)
             .map(str::to_string)
             .or_else(|| {
                 is_id(self.trace_id).then(|| match is_id(self.span_id) {
@@ -331,7 +359,7 @@ impl Record<'_> {
                     false => format!("trace {}", hex(self.trace_id)),
                 })
             });
-        let reconcile = get_str(self.attributes, RECONCILE_ID).map(|id| format!("reconcile {id}"));
+        let reconcile = as_str(self.tagged.reconcile_id).map(|id| format!("reconcile {id}"));
         match (location, reconcile) {
             (Some(location), Some(reconcile)) => Some(format!("{location} {reconcile}")),
             (location, reconcile) => location.or(reconcile),
@@ -339,19 +367,17 @@ impl Record<'_> {
     }
 
     fn reconcile(&self, reconcile_id: &str) -> Reconcile {
-        let attributes = self.attributes;
-        let root = get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_RECONCILE);
+        let tagged = &self.tagged;
+        let root = tagged.record() == Some(RECORD_RECONCILE);
         // Only the reconcile's own span says how it ended: a child span failing (a GET
         // answered 404 before a create) does not fail the reconcile.
         let failed = self.failed.filter(|_| root);
-        let error = get_str(attributes, RECONCILE_ERROR).or(failed.filter(|m| !m.is_empty()));
-        let outcome = match get_str(attributes, RECONCILE_RESULT) {
+        let error = as_str(tagged.error).or(failed.filter(|m| !m.is_empty()));
+        let outcome = match as_str(tagged.result) {
             Some("error") => Outcome::Error(error.unwrap_or("error").to_string()),
             Some("requeue") => Outcome::Requeue,
             Some("requeue_after") => {
-                let seconds = get_f64(attributes, RECONCILE_REQUEUE_AFTER)
-                    .unwrap_or(0.0)
-                    .max(0.0);
+                let seconds = as_f64(tagged.requeue_after).unwrap_or(0.0).max(0.0);
                 Outcome::RequeueAfter(Duration::from_secs_f64(seconds.min(1e9)))
             }
             Some("ok") => Outcome::Ok,
@@ -364,14 +390,10 @@ impl Record<'_> {
             _ => (None, None),
         };
         Reconcile {
-            controller: get_str(attributes, CONTROLLER)
-                .unwrap_or_default()
-                .to_string(),
-            instance: get_str(self.resource, K8S_POD_NAME)
-                .unwrap_or_default()
-                .to_string(),
+            controller: as_str(tagged.controller).unwrap_or_default().to_string(),
+            instance: self.source.instance.to_string(),
             reconcile_id: reconcile_id.to_string(),
-            trace_id: if self.trace_id.iter().any(|b| *b != 0) {
+            trace_id: if is_id(self.trace_id) {
                 hex(self.trace_id)
             } else {
                 String::new()
@@ -379,72 +401,55 @@ impl Record<'_> {
             start,
             duration,
             outcome,
-            generation: get_i64(attributes, OBJECT_GENERATION),
+            generation: as_i64(tagged.generation),
         }
     }
 
     fn write(&self, reconcile_id: &str) -> Option<Write> {
-        let attributes = self.attributes;
-        let verb = get_str(attributes, API_VERB)?;
+        let tagged = &self.tagged;
+        let verb = as_str(tagged.verb)?;
         if !WRITE_VERBS.contains(&verb) {
             return None;
         }
-        let code = get_i64(attributes, HTTP_RESPONSE_STATUS_CODE)
-            .or_else(|| get_i64(attributes, HTTP_STATUS_CODE_OLD));
+        let code = as_i64(tagged.code).or_else(|| as_i64(tagged.code_old));
         Some(Write {
-            actor: get_str(attributes, API_ACTOR)
-                .unwrap_or_default()
-                .to_string(),
-            instance: get_str(self.resource, K8S_POD_NAME)
-                .unwrap_or_default()
-                .to_string(),
+            actor: as_str(tagged.actor).unwrap_or_default().to_string(),
+            instance: self.source.instance.to_string(),
             verb: verb.to_string(),
-            subresource: get_str(attributes, API_SUBRESOURCE)
-                .unwrap_or_default()
-                .to_string(),
+            subresource: as_str(tagged.subresource).unwrap_or_default().to_string(),
             code: code.and_then(|c| u16::try_from(c).ok()).unwrap_or(0),
             reconcile_id: reconcile_id.to_string(),
-            generation: get_i64(attributes, OBJECT_GENERATION),
-            resource_version: get_str(attributes, OBJECT_RESOURCE_VERSION).map(str::to_string),
-            status_digest: get_strings(attributes, OBJECT_STATUS_DIGEST),
+            generation: as_i64(tagged.generation),
+            resource_version: as_str(tagged.resource_version).map(str::to_string),
+            status_digest: as_strings(tagged.status_digest),
         })
     }
 
     /// The object's state, from an audit body or from an instrumented operator's
     /// own `k8s.object.deletion_timestamp` / `finalizers` / `observed_generation`.
     fn state(&self) -> Option<ObjectState> {
-        let attributes = self.attributes;
-        let shows_state = get_str(attributes, OPSCOPE_RECORD) == Some(RECORD_OBJECT_STATE)
-            || attributes.iter().any(|kv| {
-                [
-                    OBJECT_DELETION_TIMESTAMP,
-                    OBJECT_FINALIZERS,
-                    OBJECT_OBSERVED_GENERATION,
-                ]
-                .contains(&kv.key.as_str())
-            });
-        if !shows_state {
+        let tagged = &self.tagged;
+        if !tagged.shows_state() {
             return None;
         }
-        let finalizers = attributes
-            .iter()
-            .any(|kv| kv.key == OBJECT_FINALIZERS)
-            .then(|| get_strings(attributes, OBJECT_FINALIZERS));
         Some(ObjectState {
-            generation: get_i64(attributes, OBJECT_GENERATION),
-            observed_generation: get_i64(attributes, OBJECT_OBSERVED_GENERATION),
-            resource_version: get_str(attributes, OBJECT_RESOURCE_VERSION).map(str::to_string),
-            deletion_timestamp: get_str(attributes, OBJECT_DELETION_TIMESTAMP)
-                .and_then(parse_rfc3339),
-            finalizers,
+            generation: as_i64(tagged.generation),
+            observed_generation: as_i64(tagged.observed_generation),
+            resource_version: as_str(tagged.resource_version).map(str::to_string),
+            deletion_timestamp: as_str(tagged.deletion_timestamp).and_then(parse_rfc3339),
+            finalizers: tagged.finalizers.map(as_strings),
         })
     }
 }
 
 /// Leases (leader election renews one every few seconds) and Events are written
 /// on a schedule by design: their writes are not an object's reconciles.
-fn is_heartbeat(object: &ObjectRef) -> bool {
-    let resource = object.key().resource;
+fn is_heartbeat(fields: &[Option<&Value>; 5]) -> bool {
+    let [_, kind, resource, _, _] = fields.map(as_str);
+    let resource = match resource {
+        Some(resource) => resource.to_ascii_lowercase(),
+        None => plural_of_kind(kind.unwrap_or_default()),
+    };
     resource == "leases" || resource == "events"
 }
 

@@ -25,6 +25,7 @@ pub mod processor;
 mod recent_reconciles;
 mod scheduler;
 pub mod signal;
+mod tagged;
 mod window;
 mod writers;
 

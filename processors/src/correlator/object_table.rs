@@ -1,7 +1,12 @@
 //! Which objects the correlator tracks: found by key, kept in eviction order (least
 //! recently seen first, retained ones last), marked dirty by events, checked when due.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+// Seeded per process, and several times faster than SipHash on short keys: the index
+// is looked up once per event.
+use foldhash::HashMap;
+use foldhash::HashMapExt;
 
 use super::events::{Nanos, ObjectKey};
 use super::object_state::{Settlement, TrackedObject};

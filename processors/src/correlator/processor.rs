@@ -99,7 +99,9 @@ fn wall_clock() -> Nanos {
 
 impl<T: Telemetry> Processor<T> for SharedCorrelator {
     fn process(&mut self, data: T, _: Instant, out: &mut Vec<T>) {
-        let mut events = Vec::new();
+        // Records give one or two events each, and events are large: growing the
+        // vector would copy them again and again.
+        let mut events = Vec::with_capacity(data.item_count().saturating_mul(2));
         data.correlator_events(&mut events);
         self.observe(events);
         out.push(data);

@@ -187,8 +187,15 @@ fn status_code(attributes: &[KeyValue]) -> Option<u16> {
 
 /// The path of a URL or path, without query or fragment.
 fn path_of(path_or_url: &str) -> Option<&str> {
-    let without_scheme = match path_or_url.split_once("://") {
-        Some((_, rest)) => rest.find('/').and_then(|start| rest.get(start..))?,
+    // A path has no ':' before its first '/'; a URL has its scheme's "://". (Searched
+    // by character: a string pattern sets up a substring searcher on every call.)
+    let scheme_end = path_or_url.find(':').filter(|at| {
+        path_or_url
+            .get(at + 1..)
+            .is_some_and(|rest| rest.starts_with("//"))
+    });
+    let without_scheme = match scheme_end.and_then(|at| path_or_url.get(at + 3..)) {
+        Some(rest) => rest.find('/').and_then(|start| rest.get(start..))?,
         None => path_or_url,
     };
     let end = without_scheme

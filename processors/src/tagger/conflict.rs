@@ -33,6 +33,11 @@ pub enum ConflictReason {
 
 /// The first conflict message in `text`, if any.
 pub fn find_conflict(text: &str) -> Option<Conflict> {
+    // Most messages are empty or short (every span's status is asked): the substring
+    // searcher is not set up for those.
+    if text.len() < PREFIX.len() {
+        return None;
+    }
     let mut rest = text;
     while let Some(start) = rest.find(PREFIX) {
         rest = rest.get(start + PREFIX.len()..)?;

@@ -120,13 +120,21 @@ impl OperatorTagger {
                 traces.insert(&span.trace_id, context, span.start_time_unix_nano);
             }
         }
-        let conflicted = traces_with_conflicting_calls(request);
-        for span in spans_mut(request) {
-            if let Some(context) = traces.get(&span.trace_id) {
+        let calls: Vec<Option<ApiCall>> = spans(request)
+            .map(|span| api_call_from_span(&span.attributes))
+            .collect();
+        let conflicted = traces_with_conflicting_calls(request, &calls);
+        for (span, call) in spans_mut(request).zip(calls) {
+            let context = traces.get(&span.trace_id);
+            // Room for what is written below, at once rather than by doubling.
+            let adds = context.map_or(0, |_| CONTEXT_ATTRIBUTES)
+                + call.as_ref().map_or(0, |_| API_CALL_ATTRIBUTES);
+            span.attributes.reserve(adds);
+            if let Some(context) = context {
                 write_context(&mut span.attributes, context);
             }
             let reported = conflicted.contains(span.trace_id.as_slice());
-            tag_api_call(span, reported);
+            tag_api_call(span, call, reported);
         }
     }
 
@@ -301,6 +309,11 @@ fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
     })
 }
 
+/// Attributes [`write_context`] writes at most.
+const CONTEXT_ATTRIBUTES: usize = 6;
+/// Attributes [`write_api_call`] writes at most.
+const API_CALL_ATTRIBUTES: usize = 8;
+
 /// Writes a reconcile's identity where the record does not say otherwise.
 fn write_context(attributes: &mut Vec<KeyValue>, context: &ReconcileContext) {
     for (key, value) in [
@@ -335,21 +348,24 @@ fn write_span_outcome(span: &mut Span) {
     }
 }
 
-/// Traces of the batch in which a client span reports a 409 itself.
-fn traces_with_conflicting_calls(request: &ExportTraceServiceRequest) -> HashSet<Vec<u8>> {
+/// Traces of the batch in which a client span reports a 409 itself, given the API
+/// call of each span.
+fn traces_with_conflicting_calls(
+    request: &ExportTraceServiceRequest,
+    calls: &[Option<ApiCall>],
+) -> HashSet<Vec<u8>> {
     spans(request)
-        .filter(|span| {
-            api_call_from_span(&span.attributes).is_some_and(|call| call.code == Some(409))
-        })
-        .map(|span| span.trace_id.clone())
+        .zip(calls)
+        .filter(|(_, call)| call.as_ref().is_some_and(|call| call.code == Some(409)))
+        .map(|(span, _)| span.trace_id.clone())
         .collect()
 }
 
-/// Client HTTP spans to the API server, and 409 messages in a span's status or
-/// events. A span that only repeats the 409 of a client span of its trace (the
-/// reconcile failing with the conflict's text) is not a second conflict.
-fn tag_api_call(span: &mut Span, conflict_reported_in_trace: bool) {
-    let call = api_call_from_span(&span.attributes);
+/// Client HTTP spans to the API server (`call`, read from the span before it was
+/// tagged), and 409 messages in a span's status or events. A span that only repeats
+/// the 409 of a client span of its trace (the reconcile failing with the conflict's
+/// text) is not a second conflict.
+fn tag_api_call(span: &mut Span, call: Option<ApiCall>, conflict_reported_in_trace: bool) {
     if let Some(call) = &call {
         write_api_call(&mut span.attributes, call);
     }
