@@ -31,7 +31,9 @@ impl Entry {
 
 #[derive(Debug, Default)]
 struct Slot {
-    entry: Option<Entry>,
+    /// Boxed: an entry is a kilobyte, and the slots grow by doubling, which would
+    /// leave up to half of that unused per slot and copy them all at each growth.
+    entry: Option<Box<Entry>>,
     /// Received events since it was last evaluated.
     dirty: bool,
 }
@@ -95,17 +97,17 @@ impl ObjectTable {
         self.order.insert(entry.order(slot));
         self.index.insert(key, slot);
         if let Some(place) = self.slots.get_mut(slot) {
-            place.entry = Some(entry);
+            place.entry = Some(Box::new(entry));
         }
         (slot, evicted)
     }
 
     pub(crate) fn entry_mut(&mut self, slot: usize) -> Option<&mut Entry> {
-        self.slots.get_mut(slot)?.entry.as_mut()
+        self.slots.get_mut(slot)?.entry.as_deref_mut()
     }
 
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.slots.iter().filter_map(|slot| slot.entry.as_ref())
+        self.slots.iter().filter_map(|slot| slot.entry.as_deref())
     }
 
     /// An event at `time` reached the object in `slot`.
@@ -186,6 +188,6 @@ impl ObjectTable {
         self.due.reschedule(slot, entry.due, None);
         self.index.remove(&entry.key);
         self.free.push(slot);
-        Some(entry)
+        Some(*entry)
     }
 }
