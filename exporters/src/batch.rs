@@ -31,7 +31,7 @@ impl<T: Telemetry + prost::Message + Default> Batch for T {
     }
 
     fn to_record(&self) -> Vec<u8> {
-        self.encode_to_vec()
+        self.encode_request()
     }
 
     fn from_record(record: &[u8]) -> Result<Self, String> {

@@ -19,6 +19,7 @@ use opscope_proto::otlp::metrics::v1::{
 };
 use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use opscope_proto::otlp_encode::EncodeOnce;
 use opscope_proto::prost::Message;
 use serde::Serialize;
 
@@ -131,6 +132,9 @@ pub trait Telemetry:
 
     /// The correlator events the batch's (tagged) records stand for.
     fn correlator_events(&self, out: &mut Vec<Event>);
+
+    /// The request's protobuf bytes, as prost writes them (see `otlp_encode`).
+    fn encode_request(&self) -> Vec<u8>;
 
     /// Bytes the batch stands for in memory, as the memory limiter counts them: its
     /// encoded size, a proxy for its decoded size that is cheap to compute.
@@ -255,7 +259,7 @@ impl Splittable for Metric {
 
 /// Implements [`Telemetry`] for one OTLP export request type.
 macro_rules! telemetry_request {
-    ($request:ty, $response:ty, $data:ty, $field:ident, $rejected:ident, $kind:expr, $grpc:expr, $http:expr, $tag:ident, $extract:path) => {
+    ($request:ty, $response:ty, $data:ty, $field:ident, $rejected:ident, $kind:expr, $grpc:expr, $http:expr, $tag:ident, $extract:path, $encode:path) => {
         impl Telemetry for $request {
             type Response = $response;
             type ResourceData = $data;
@@ -288,6 +292,10 @@ macro_rules! telemetry_request {
                 $extract(self, out);
             }
 
+            fn encode_request(&self) -> Vec<u8> {
+                $encode(self)
+            }
+
             fn rejected_items(response: &$response) -> (u64, String) {
                 response
                     .partial_success
@@ -313,7 +321,8 @@ telemetry_request!(
     "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
     "/v1/traces",
     tag_traces,
-    extract::from_traces
+    extract::from_traces,
+    EncodeOnce::encode_once
 );
 telemetry_request!(
     ExportLogsServiceRequest,
@@ -325,7 +334,8 @@ telemetry_request!(
     "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
     "/v1/logs",
     tag_logs,
-    extract::from_logs
+    extract::from_logs,
+    EncodeOnce::encode_once
 );
 telemetry_request!(
     ExportMetricsServiceRequest,
@@ -337,7 +347,8 @@ telemetry_request!(
     "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
     "/v1/metrics",
     tag_metrics,
-    extract::from_metrics
+    extract::from_metrics,
+    Message::encode_to_vec
 );
 
 #[cfg(test)]

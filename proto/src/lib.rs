@@ -15,6 +15,7 @@
 )]
 
 pub mod loki;
+pub mod otlp_encode;
 pub mod remote_write;
 
 pub use opentelemetry_proto::tonic as otlp;

@@ -46,6 +46,10 @@ struct Args {
     /// Seconds of measured load per scenario, instead of the scenario's own.
     #[arg(long)]
     duration: Option<f64>,
+    /// Items per second to offer instead of the scenario's own rate (0: as fast as
+    /// accepted): the latency at a given share of the maximum throughput.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Seconds of load before measuring starts.
     #[arg(long, default_value_t = 2.0)]
     warmup: f64,
@@ -152,6 +156,9 @@ fn main() -> anyhow::Result<()> {
     for mut scenario in scenarios {
         if let Some(seconds) = args.duration {
             scenario.duration = Duration::from_secs_f64(seconds);
+        }
+        if let Some(rate) = args.rate {
+            scenario.rate = (rate > 0.0).then_some(rate);
         }
         let codec = ceiling::measure(
             scenario.signal,

@@ -94,7 +94,7 @@ impl<T: Telemetry> Exporter<T> for GrpcExporter {
             .ready()
             .await
             .map_err(|e| ExportError::retryable(format!("connecting: {e}")))?;
-        let mut request = tonic::Request::new(Bytes::from(batch.encode_to_vec()));
+        let mut request = tonic::Request::new(Bytes::from(batch.encode_request()));
         *request.metadata_mut() = self.metadata.clone();
         request.set_timeout(self.timeout);
         let path = http::uri::PathAndQuery::from_static(T::GRPC_PATH);

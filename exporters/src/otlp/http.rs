@@ -34,7 +34,7 @@ impl HttpExporter {
     }
 
     fn body<T: Telemetry>(&self, batch: &T) -> Result<Vec<u8>, ExportError> {
-        let encoded = batch.encode_to_vec();
+        let encoded = batch.encode_request();
         if !self.gzip {
             return Ok(encoded);
         }
