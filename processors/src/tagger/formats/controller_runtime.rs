@@ -1,15 +1,14 @@
 //! controller-runtime's zap output, both encoders: JSON lines (`{"level":..,"ts":..,
 //! "msg":..,"controller":..}`) and console lines (`ts<TAB>LEVEL<TAB>[logger<TAB>]msg<TAB>{json}`).
 
-use serde_json::{Map, Value};
-
 use super::continuation::is_go_source_position;
 use super::fields::json_fields;
+use super::json_line::JsonObject;
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
 use crate::timestamp::parse_timestamp;
 
 /// The facts of a zap JSON line (or any JSON object line, read with the same keys).
-pub fn recognize_json(object: &Map<String, Value>) -> LogFacts {
+pub fn recognize_json(object: &JsonObject) -> LogFacts {
     let mut facts = LogFacts::of_format(LogFormat::ControllerRuntimeJson);
     facts_from_fields(json_fields(object), &mut facts);
     facts
@@ -38,10 +37,10 @@ pub fn recognize_console(line: &str) -> Option<LogFacts> {
 }
 
 /// The text columns and the trailing `{json}` context, when the last column is one.
-fn split_context(columns: &str) -> (&str, Option<Map<String, Value>>) {
+fn split_context(columns: &str) -> (&str, Option<JsonObject<'_>>) {
     let (text, last) = columns.rsplit_once('\t').unwrap_or(("", columns));
     if last.starts_with('{')
-        && let Ok(context) = serde_json::from_str(last)
+        && let Some(context) = JsonObject::parse(last)
     {
         return (text, Some(context));
     }

@@ -1,7 +1,7 @@
 //! The key → fact rules shared by every structured shape (zap JSON and console context,
 //! klog and logfmt pairs, tracing fields, OTLP log attributes): first match wins.
 
-use serde_json::{Map, Value};
+use super::json_line::{JsonObject, JsonValue};
 
 use super::outcome::LogOutcome;
 use super::{Level, LogFacts, kube_rs};
@@ -21,16 +21,14 @@ pub enum FieldValue<'a> {
 
 impl<'a> FieldValue<'a> {
     /// The value of a JSON field; `None` for null and arrays, which no rule reads.
-    pub fn from_json(value: &'a Value) -> Option<FieldValue<'a>> {
+    pub fn from_json(value: &'a JsonValue<'_>) -> Option<FieldValue<'a>> {
         Some(match value {
-            Value::String(text) => FieldValue::Str(text),
-            Value::Number(number) => match number.as_i64() {
-                Some(int) => FieldValue::Int(int),
-                None => FieldValue::Float(number.as_f64()?),
-            },
-            Value::Bool(flag) => FieldValue::Bool(*flag),
-            Value::Object(object) => FieldValue::Object(json_fields(object).collect()),
-            Value::Null | Value::Array(_) => return None,
+            JsonValue::Str(text) => FieldValue::Str(text),
+            JsonValue::Int(int) => FieldValue::Int(*int),
+            JsonValue::Float(float) => FieldValue::Float(*float),
+            JsonValue::Bool(flag) => FieldValue::Bool(*flag),
+            JsonValue::Object(object) => FieldValue::Object(json_fields(object).collect()),
+            JsonValue::Null | JsonValue::Array(_) => return None,
         })
     }
 
@@ -72,10 +70,12 @@ impl<'a> FieldValue<'a> {
 }
 
 /// The fields of a JSON object, in the shape `facts_from_fields` reads.
-pub fn json_fields(object: &Map<String, Value>) -> impl Iterator<Item = (&str, FieldValue<'_>)> {
+pub fn json_fields<'a>(
+    object: &'a JsonObject<'_>,
+) -> impl Iterator<Item = (&'a str, FieldValue<'a>)> {
     object
         .iter()
-        .filter_map(|(key, value)| Some((key.as_str(), FieldValue::from_json(value)?)))
+        .filter_map(|(key, value)| Some((key, FieldValue::from_json(value)?)))
 }
 
 /// `namespace/name`, or just `name` for a cluster-scoped object.
@@ -445,8 +445,9 @@ mod tests {
 
     #[test]
     fn json_values() {
-        let value: Value = serde_json::json!({"a": 1, "b": 1.5, "c": true, "d": null, "e": [1]});
-        let fields: Vec<_> = json_fields(value.as_object().unwrap()).collect();
+        let object =
+            JsonObject::parse(r#"{"a": 1, "b": 1.5, "c": true, "d": null, "e": [1]}"#).unwrap();
+        let fields: Vec<_> = json_fields(&object).collect();
         assert_eq!(
             fields,
             vec![

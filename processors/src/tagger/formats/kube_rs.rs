@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
+use super::json_line::{JsonObject, JsonValue};
 
 use super::fields::FieldValue;
 use super::kv::read_quoted;
@@ -72,39 +72,40 @@ fn is_cluster_scoped(kind: &str) -> bool {
 }
 
 /// Whether a JSON line is `tracing_subscriber`'s JSON format.
-pub fn is_tracing_json(object: &Map<String, Value>) -> bool {
+pub fn is_tracing_json(object: &JsonObject) -> bool {
     object.contains_key("target")
-        && (object.get("fields").is_some_and(Value::is_object) || object.contains_key("timestamp"))
+        && (object.get("fields").is_some_and(JsonValue::is_object)
+            || object.contains_key("timestamp"))
 }
 
 /// The facts of a tracing JSON line: the top-level `timestamp`/`level`/`target`, the
 /// event's `fields` and the fields of its spans (`span`, `spans`), less span names.
-pub fn recognize_json(object: &Map<String, Value>) -> LogFacts {
+pub fn recognize_json(object: &JsonObject) -> LogFacts {
     let top_level = object
         .iter()
-        .filter(|(key, _)| !matches!(key.as_str(), "fields" | "span" | "spans"));
+        .filter(|(key, _)| !matches!(*key, "fields" | "span" | "spans"));
     let event_fields = object
         .get("fields")
-        .and_then(Value::as_object)
+        .and_then(JsonValue::as_object)
         .into_iter()
-        .flatten();
+        .flat_map(JsonObject::iter);
     let span_fields = object
         .get("span")
         .into_iter()
         .chain(
             object
                 .get("spans")
-                .and_then(Value::as_array)
+                .and_then(JsonValue::as_array)
                 .into_iter()
                 .flatten(),
         )
-        .filter_map(Value::as_object)
-        .flatten()
-        .filter(|(key, _)| key.as_str() != "name");
+        .filter_map(JsonValue::as_object)
+        .flat_map(JsonObject::iter)
+        .filter(|(key, _)| *key != "name");
     let fields = top_level
         .chain(event_fields)
         .chain(span_fields)
-        .filter_map(|(key, value)| Some((key.as_str(), FieldValue::from_json(value)?)));
+        .filter_map(|(key, value)| Some((key, FieldValue::from_json(value)?)));
     let mut facts = LogFacts::of_format(LogFormat::KubeRs);
     facts_from_fields(fields, &mut facts);
     facts

@@ -8,6 +8,7 @@ mod fields;
 #[cfg(test)]
 mod fixtures;
 mod go_duration;
+mod json_line;
 mod klog;
 mod kube_rs;
 mod kv;
@@ -22,7 +23,7 @@ pub use go_duration::parse_go_duration;
 pub use level::Level;
 pub use outcome::LogOutcome;
 
-use serde_json::{Map, Value};
+use json_line::JsonObject;
 
 /// The shape a log line was recognised as.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -103,14 +104,14 @@ fn recognize_trimmed(line: &str) -> LogFacts {
         .unwrap_or_else(|| plain(line))
 }
 
-fn json_object(line: &str) -> Option<Map<String, Value>> {
+fn json_object(line: &str) -> Option<JsonObject<'_>> {
     if !line.starts_with('{') {
         return None;
     }
-    serde_json::from_str(line).ok()
+    JsonObject::parse(line)
 }
 
-fn recognize_json(object: &Map<String, Value>) -> LogFacts {
+fn recognize_json(object: &JsonObject) -> LogFacts {
     if kube_rs::is_tracing_json(object) {
         kube_rs::recognize_json(object)
     } else {
