@@ -84,6 +84,26 @@ fn correlation(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    // As the agent drives it: the events of a batch observed, then the detectors
+    // evaluated once (`SharedCorrelator::observe`), here every 1 000 events.
+    group.bench_function("10000_events_500_objects_evaluated_per_1000", |b| {
+        b.iter_batched(
+            || events.clone(),
+            |events| {
+                let mut correlator = Correlator::new(CorrelatorConfig::default());
+                let mut signals = 0;
+                let mut events = events.into_iter().peekable();
+                while events.peek().is_some() {
+                    for event in events.by_ref().take(1_000) {
+                        correlator.observe(event);
+                    }
+                    signals += correlator.advance(correlator.watermark()).len();
+                }
+                signals
+            },
+            BatchSize::LargeInput,
+        )
+    });
     group.finish();
 }
 

@@ -46,7 +46,7 @@ pub(crate) fn hash_text(text: &str) -> u64 {
     hasher.finish()
 }
 
-fn boundary(text: &str) -> usize {
+pub(crate) fn boundary(text: &str) -> usize {
     let mut end = text.len().min(MAX_TEXT);
     while !text.is_char_boundary(end) {
         end -= 1;

@@ -1,6 +1,7 @@
 //! The `write_conflict` detector: writes to one object answered 409 again and again,
 //! and whether one stale writer, several writers or a split brain is behind them.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -130,12 +131,12 @@ impl ConflictState {
 }
 
 /// Whether writes to the object conflict at `now`, and why.
-pub(crate) fn evaluate(
-    state: &ConflictState,
+pub(crate) fn evaluate<'a>(
+    state: &'a ConflictState,
     config: &ConflictConfig,
     now: Nanos,
     firing: bool,
-) -> Option<Finding> {
+) -> Option<Finding<'a>> {
     let conflicts = u32::from(state.counts.total(now).conflicts);
     let holds = if firing {
         conflicts > 0
@@ -160,7 +161,7 @@ pub(crate) fn evaluate(
             ("writers", state.writers.actors_since(since) as f64),
             ("instances", state.writers.instances_since(since) as f64),
         ]),
-        evidence: state.evidence.to_vec(),
+        evidence: Cow::Borrowed(state.evidence.as_slice()),
         hint: cause.hint().to_string(),
         below_threshold: conflicts < f64::from(config.min_conflicts),
     })

@@ -1,14 +1,13 @@
 //! The few latest evidence references of one detector about one object: where an
 //! on-call engineer should look (trace ids, reconcile ids, log line positions).
 
-use std::collections::VecDeque;
-
-use super::compact::bounded;
+use super::compact::boundary;
 use super::signal::MAX_EVIDENCE;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Evidence {
-    references: VecDeque<String>,
+    /// Oldest first; at most [`MAX_EVIDENCE`], so dropping the oldest is cheap.
+    references: Vec<String>,
 }
 
 impl Evidence {
@@ -17,19 +16,20 @@ impl Evidence {
         if reference.is_empty() {
             return;
         }
-        let reference = bounded(reference);
-        if self.references.contains(&reference) {
+        // Compared before it is copied: most records repeat a reference kept already.
+        let reference = reference.get(..boundary(reference)).unwrap_or_default();
+        if self.references.iter().any(|kept| kept == reference) {
             return;
         }
         if self.references.len() >= MAX_EVIDENCE {
-            self.references.pop_front();
+            self.references.remove(0);
         }
-        self.references.push_back(reference);
+        self.references.push(reference.to_string());
     }
 
     /// The references, oldest first.
-    pub(crate) fn to_vec(&self) -> Vec<String> {
-        self.references.iter().cloned().collect()
+    pub(crate) fn as_slice(&self) -> &[String] {
+        &self.references
     }
 
     #[cfg(test)]
@@ -49,6 +49,6 @@ mod tests {
         for reference in ["a", "b", "b", "c", "d", "e", "f", ""] {
             evidence.push(reference);
         }
-        assert_eq!(evidence.to_vec(), ["b", "c", "d", "e", "f"]);
+        assert_eq!(evidence.as_slice(), ["b", "c", "d", "e", "f"]);
     }
 }

@@ -1,6 +1,7 @@
 //! The `finalizer_leak` detector: an object deleted long ago that its finalizers keep
 //! alive, and whether its controller fails the cleanup or is not there at all.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -158,7 +159,7 @@ impl FinalizerState {
     }
 
     fn evidence(&self) -> Vec<String> {
-        let mut evidence = self.evidence.to_vec();
+        let mut evidence = self.evidence.as_slice().to_vec();
         if !self.sample_error.is_empty() {
             evidence.insert(0, format!("error: {}", self.sample_error));
             evidence.truncate(super::signal::MAX_EVIDENCE);
@@ -177,11 +178,11 @@ fn critical_age(max_age: Nanos) -> Nanos {
 }
 
 /// Whether the object is held by its finalizers past the age allowed at `now`, and why.
-pub(crate) fn evaluate(
-    state: &FinalizerState,
+pub(crate) fn evaluate<'a>(
+    state: &'a FinalizerState,
     config: &FinalizerConfig,
     now: Nanos,
-) -> Option<Finding> {
+) -> Option<Finding<'a>> {
     let deletion = state.deletion.filter(|_| state.pending())?;
     let age = now.saturating_sub(deletion);
     let max_age = nanos(config.max_age);
@@ -205,7 +206,7 @@ pub(crate) fn evaluate(
                 f64::from(state.errors_since_deletion),
             ),
         ]),
-        evidence: state.evidence(),
+        evidence: Cow::Owned(state.evidence()),
         hint: cause.hint(&state.first_finalizer),
         below_threshold: false,
     })

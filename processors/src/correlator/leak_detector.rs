@@ -1,6 +1,7 @@
 //! The `resource_leak` detector: a runtime gauge of one operator instance (workqueue
 //! depth, goroutines, memory) growing steadily over the window; one signal per instance.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -267,7 +268,7 @@ impl Instance {
         step(&mut self.signal, finding, &subject, now, update_interval)
     }
 
-    fn finding(&mut self, config: &ResourceLeakConfig, now: Nanos) -> Option<Finding> {
+    fn finding(&mut self, config: &ResourceLeakConfig, now: Nanos) -> Option<Finding<'static>> {
         let firing = self.signal.is_some();
         let mut growing: Vec<(&WatchedGauge, Trend)> = Vec::new();
         for gauge in &mut self.gauges {
@@ -303,7 +304,7 @@ fn leak_finding(
     evidence: Vec<String>,
     config: &ResourceLeakConfig,
     now: Nanos,
-) -> Finding {
+) -> Finding<'static> {
     let window = nanos(config.window);
     let growing_for = now
         .saturating_sub(gauge.growing_since.unwrap_or(now))
@@ -319,7 +320,7 @@ fn leak_finding(
             ("growth_per_window", trend.slope_per_second * window_seconds),
             ("growing_minutes", (growing_for as f64 / 60e9).floor()),
         ]),
-        evidence,
+        evidence: Cow::Owned(evidence),
         hint: gauge.cause.hint().to_string(),
         below_threshold: false,
     }

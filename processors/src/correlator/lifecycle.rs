@@ -1,6 +1,7 @@
 //! The life of one signal: `firing` when its detector first finds it, updates at most
 //! once per update interval while it changes, `resolved` when the detector stops finding it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::events::{Nanos, ObjectKey, ObjectRef, OperatorRef};
@@ -18,13 +19,15 @@ pub(crate) fn severity_for(measured: f64, threshold: f64) -> Severity {
     }
 }
 
-/// What a detector finds while its signal holds.
+/// What a detector finds while its signal holds. The evidence is borrowed from the
+/// detector's state where it keeps it: a firing signal is evaluated on every batch,
+/// and its evidence copied only when it changed.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Finding {
+pub(crate) struct Finding<'a> {
     pub(crate) cause: String,
     pub(crate) severity: Severity,
     pub(crate) figures: BTreeMap<String, f64>,
-    pub(crate) evidence: Vec<String>,
+    pub(crate) evidence: Cow<'a, [String]>,
     pub(crate) hint: String,
     /// The signal holds only because it has not yet fallen below its resolve level:
     /// it keeps what it showed when last above its threshold.
@@ -114,7 +117,7 @@ impl SignalTrack {
             first_seen: now,
             last_seen: now,
             figures: finding.figures,
-            evidence: finding.evidence,
+            evidence: finding.evidence.into_owned(),
             hint: finding.hint,
         };
         let track = Self {
@@ -140,7 +143,7 @@ impl SignalTrack {
         signal.cause = finding.cause;
         signal.severity = finding.severity;
         signal.figures = finding.figures;
-        signal.evidence = finding.evidence;
+        refresh_all(&mut signal.evidence, &finding.evidence);
         signal.hint = finding.hint;
         refresh(&mut signal.object, subject.object);
         refresh(&mut signal.operator, subject.operator);
@@ -155,6 +158,20 @@ impl SignalTrack {
         self.sent = Sent::of(&self.current);
         self.sent_at = now;
         Some(Signal::clone(&self.current))
+    }
+}
+
+/// Takes `latest` when it differs, reusing the strings already held.
+fn refresh_all(mine: &mut Vec<String>, latest: &[String]) {
+    if mine.as_slice() == latest {
+        return;
+    }
+    mine.truncate(latest.len());
+    for (at, text) in latest.iter().enumerate() {
+        match mine.get_mut(at) {
+            Some(held) => held.clone_from(text),
+            None => mine.push(text.clone()),
+        }
     }
 }
 
@@ -194,12 +211,12 @@ pub(crate) fn step(
 mod tests {
     use super::*;
 
-    fn finding(cause: &str, reconciles: f64) -> Finding {
+    fn finding(cause: &str, reconciles: f64) -> Finding<'static> {
         Finding {
             cause: cause.into(),
             severity: Severity::Warning,
             figures: figures([("reconciles", reconciles)]),
-            evidence: vec!["trace abc".into()],
+            evidence: Cow::Owned(vec!["trace abc".into()]),
             hint: "fix it".into(),
             below_threshold: false,
         }

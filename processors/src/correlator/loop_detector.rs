@@ -1,6 +1,7 @@
 //! The `reconcile_loop` detector: one object reconciled far more often than its spec
 //! changes, with the cause its reconciles and writes point to, and the usual fix.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -221,12 +222,12 @@ impl LoopState {
 }
 
 /// Whether the object loops at `now`, and why.
-pub(crate) fn evaluate(
-    state: &LoopState,
+pub(crate) fn evaluate<'a>(
+    state: &'a LoopState,
     config: &LoopConfig,
     now: Nanos,
     firing: bool,
-) -> Option<Finding> {
+) -> Option<Finding<'a>> {
     let counts = state.counts.total(now);
     let reconciles = u32::from(counts.reconciles);
     let holds = if firing {
@@ -251,12 +252,12 @@ pub(crate) fn evaluate(
     Some(finding(state, &counts, &cause, config))
 }
 
-fn finding(
-    state: &LoopState,
+fn finding<'a>(
+    state: &'a LoopState,
     counts: &LoopCounts,
     cause: &LoopCause,
     config: &LoopConfig,
-) -> Finding {
+) -> Finding<'a> {
     let reconciles = f64::from(counts.reconciles);
     let mut figures = figures([
         ("reconciles", reconciles),
@@ -279,7 +280,7 @@ fn finding(
         cause: cause.name(),
         severity: severity_for(reconciles, f64::from(config.min_reconciles)),
         figures,
-        evidence: state.evidence.to_vec(),
+        evidence: Cow::Borrowed(state.evidence.as_slice()),
         hint: cause.hint(),
         below_threshold: reconciles < f64::from(config.min_reconciles),
     }

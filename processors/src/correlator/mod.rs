@@ -114,7 +114,7 @@ impl Correlator {
         }
         self.watermark = self.watermark.max(time);
         let used = match event {
-            Event::Object(event) => self.observe_object(event),
+            Event::Object(mut event) => self.observe_object(&mut event),
             Event::Gauge(event) => self.observe_gauge(event),
             Event::Counter(event) => self.observe_counter(event),
         };
@@ -182,7 +182,9 @@ impl Correlator {
         }
     }
 
-    fn observe_object(&mut self, mut event: ObjectEvent) -> bool {
+    /// By reference: an event is a few hundred bytes, and moving it down the calls
+    /// would copy it at each.
+    fn observe_object(&mut self, event: &mut ObjectEvent) -> bool {
         if !event.object.is_known() {
             return false;
         }

@@ -84,25 +84,25 @@ impl TrackedObject {
     }
 
     /// Takes one event about the object (its names already bounded).
-    pub(crate) fn apply(&mut self, event: ObjectEvent, config: &CorrelatorConfig) {
+    pub(crate) fn apply(&mut self, event: &mut ObjectEvent, config: &CorrelatorConfig) {
         self.object.merge(&event.object);
-        let mut operator = event.operator;
-        bound_operator(&mut operator);
+        bound_operator(&mut event.operator);
+        let operator = &event.operator;
         let time = event.time;
         let evidence = event.evidence.as_deref();
         match &event.kind {
             ObjectEventKind::Reconcile(reconcile) => {
-                self.apply_reconcile(time, reconcile, &operator, evidence, config)
+                self.apply_reconcile(time, reconcile, operator, evidence, config)
             }
             ObjectEventKind::Write(write) => {
-                self.apply_write(time, write, &operator, evidence, config)
+                self.apply_write(time, write, operator, evidence, config)
             }
             ObjectEventKind::State(state) => self.apply_state(time, state),
             ObjectEventKind::Gone => self.finalizer.record_gone(time),
         }
         let reconciled = matches!(event.kind, ObjectEventKind::Reconcile(_));
-        if self.owned_by(&operator, reconciled) {
-            self.operator = operator;
+        if self.owned_by(operator, reconciled) {
+            self.operator.clone_from(operator);
         }
     }
 

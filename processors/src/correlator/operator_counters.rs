@@ -4,6 +4,7 @@
 //! the figures of the operator's object signals, and 409s that no object signal
 //! accounts for fire a `write_conflict` on the operator pod that received them.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -332,7 +333,7 @@ fn conflict_finding(
     conflicted: &BTreeMap<&str, Vec<&ObjectRef>>,
     config: &ConflictConfig,
     now: Nanos,
-) -> Option<Finding> {
+) -> Option<Finding<'static>> {
     let conflicts = instance.increase(Counter::ApiConflicts, None, now)?;
     let threshold = f64::from(config.min_conflicts);
     let holds = if instance.signal.is_some() {
@@ -379,7 +380,7 @@ fn conflict_finding(
         cause: cause.name().to_string(),
         severity: severity_for(conflicts, threshold),
         figures,
-        evidence,
+        evidence: Cow::Owned(evidence),
         hint: format!(
             "{} The operator's metrics do not say which objects conflict: its logs or the \
             API server's audit log do.",
