@@ -74,7 +74,7 @@ pub fn reconcile_events(count: usize, objects: usize) -> Vec<Event> {
                 object,
                 operator: operator.clone(),
                 kind,
-                evidence: Some(format!("reconcile {n:x}")),
+                evidence: Some(format!("reconcile {n:x}").into()),
             })
         })
         .collect()

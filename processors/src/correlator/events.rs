@@ -1,6 +1,7 @@
 //! The events the correlator works on, extracted from tagged records. Every event
 //! carries its event time; object events carry the object they are about.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -116,8 +117,9 @@ pub struct ObjectEvent {
     pub object: ObjectRef,
     pub operator: OperatorRef,
     pub kind: ObjectEventKind,
-    /// Where to look: `trace <id>`, `reconcile <id>`, `file.log:123`.
-    pub evidence: Option<String>,
+    /// Where to look: `trace <id>`, `reconcile <id>`, `file.log:123`. Shared: the
+    /// events of one record carry the same reference.
+    pub evidence: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,7 @@
 //! Correlator events from tagged records: reads only the attributes the tagger
 //! writes (see `semconv`), so records tagged by another opscope correlate the same.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
@@ -319,7 +320,7 @@ impl Record<'_> {
         let reconciled = reconciled.then(|| object(&tagged.object));
         let subject = targeted.then(|| object(&tagged.api));
         let operator = self.operator();
-        let evidence = self.evidence();
+        let evidence: Option<Arc<str>> = self.evidence().map(Arc::from);
         for (about_subject, kind) in said {
             let object = match (about_subject, &subject, &reconciled) {
                 (true, Some(subject), _) => subject.clone(),

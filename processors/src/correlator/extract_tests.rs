@@ -12,6 +12,7 @@ use crate::correlator::signal::SignalType;
 use crate::correlator::test_support::run;
 use crate::tagger::processor::tests::otlp::*;
 use crate::tagger::{OperatorTagger, TaggerConfig};
+use std::sync::Arc;
 
 const BRIDGE_LOGS: &str =
     include_str!("../../tests/fixtures/otlp/controller_runtime_otel_bridge_logs.json");
@@ -162,9 +163,9 @@ fn a_reconcile_root_span_is_a_reconcile_with_its_start_and_duration() {
             outcome: Outcome::Ok,
             generation: Some(3),
         }),
-        evidence: Some(format!(
+        evidence: Some(Arc::from(format!(
             "trace {TRACE_1} span 0101010101010101 reconcile {RECONCILE_1}"
-        )),
+        ))),
     };
     assert_eq!(only(span_events([root])), expected);
 }
@@ -560,7 +561,7 @@ fn evidence_is_the_log_source_else_the_trace_and_the_reconcile_id() {
             .attrs(RAYJOB_TRAIN)
             .attr(RECONCILE_ID, RECONCILE_1)
     };
-    let evidence = |record: LogBuilder| only(log_events([record])).evidence;
+    let evidence = |record: LogBuilder| only(log_events([record])).evidence.map(|e| e.to_string());
     assert_eq!(
         evidence(record().trace(1).attr(LOG_SOURCE, "manager/0.log:42")),
         Some(format!("manager/0.log:42 reconcile {RECONCILE_1}"))
