@@ -18,23 +18,41 @@ const IRREGULAR: &[(&str, &str)] = &[
 /// The lowercase plural resource name of a Kind (`RayJob` → `rayjobs`,
 /// `NetworkPolicy` → `networkpolicies`, `Ingress` → `ingresses`).
 pub fn plural_of_kind(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
+    let mut plural = String::with_capacity(kind.len() + 3);
+    push_plural_of_kind(kind, &mut plural);
+    plural
+}
+
+/// Appends the plural of `kind` to `out` (see [`plural_of_kind`]): a caller that
+/// keeps a buffer makes no allocation.
+pub fn push_plural_of_kind(kind: &str, out: &mut String) {
+    let start = out.len();
+    out.push_str(kind);
+    let Some(lower) = out.get_mut(start..) else {
+        return;
+    };
+    lower.make_ascii_lowercase();
+    let lower: &str = lower;
     if let Some((_, plural)) = IRREGULAR.iter().find(|(k, _)| *k == lower) {
-        return (*plural).to_string();
+        out.truncate(start);
+        out.push_str(plural);
+        return;
     }
-    if lower.ends_with('s')
+    let sibilant = lower.ends_with('s')
         || lower.ends_with('x')
         || lower.ends_with("ch")
-        || lower.ends_with("sh")
-    {
-        return format!("{lower}es");
+        || lower.ends_with("sh");
+    let consonant_y = lower
+        .strip_suffix('y')
+        .is_some_and(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']));
+    if sibilant {
+        out.push_str("es");
+    } else if consonant_y {
+        out.pop();
+        out.push_str("ies");
+    } else {
+        out.push('s');
     }
-    if let Some(stem) = lower.strip_suffix('y')
-        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
-    {
-        return format!("{stem}ies");
-    }
-    format!("{lower}s")
 }
 
 /// Splits `rayjobs.ray.io` into (`rayjobs`, `ray.io`); a bare resource has no group.

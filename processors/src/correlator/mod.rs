@@ -190,9 +190,9 @@ impl Correlator {
         }
         bound_object(&mut event.object);
         let config = &self.config;
-        let (slot, evicted) = self.objects.slot_for(event.object.key(), || {
-            TrackedObject::new(config, &event.object)
-        });
+        let (slot, evicted) = self
+            .objects
+            .slot_for(&event.object, || TrackedObject::new(config, &event.object));
         if let Some(evicted) = evicted {
             self.stats.evicted_objects += 1;
             self.evicted_signals

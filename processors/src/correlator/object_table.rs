@@ -3,10 +3,11 @@
 
 use std::collections::BTreeSet;
 
-// Seeded per process, and several times faster than SipHash on short keys: the index
-// is looked up once per event.
-use foldhash::HashMap;
-use foldhash::HashMapExt;
+use foldhash::fast::RandomState;
+use hashbrown::{Equivalent, HashMap};
+
+use super::events::ObjectRef;
+use crate::kinds::push_plural_of_kind;
 
 use super::events::{Nanos, ObjectKey};
 use super::object_state::{Settlement, TrackedObject};
@@ -42,7 +43,11 @@ struct Slot {
 pub(crate) struct ObjectTable {
     slots: Vec<Slot>,
     free: Vec<usize>,
-    index: HashMap<ObjectKey, usize>,
+    /// Looked up once per event, by the event's names (see [`KeyParts`]); foldhash is
+    /// seeded per table and several times faster than SipHash on short keys.
+    index: HashMap<ObjectKey, usize, RandomState>,
+    /// Where a kind's plural is written for a lookup.
+    scratch: String,
     /// Eviction and expiry order: idle before retained, then least recently seen.
     order: BTreeSet<(bool, Nanos, usize)>,
     due: DueQueue,
@@ -55,7 +60,8 @@ impl ObjectTable {
         Self {
             slots: Vec::new(),
             free: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::with_hasher(RandomState::default()),
+            scratch: String::new(),
             order: BTreeSet::new(),
             due: DueQueue::default(),
             dirty: Vec::new(),
@@ -71,12 +77,13 @@ impl ObjectTable {
     /// full, the first in eviction order makes room and is returned.
     pub(crate) fn slot_for(
         &mut self,
-        key: ObjectKey,
+        object: &ObjectRef,
         make: impl FnOnce() -> TrackedObject,
     ) -> (usize, Option<Entry>) {
-        if let Some(slot) = self.index.get(&key) {
-            return (*slot, None);
+        if let Some(slot) = self.find(object) {
+            return (slot, None);
         }
+        let key = object.key();
         let evicted = if self.index.len() >= self.capacity {
             let first = self.order.first().map(|(_, _, slot)| *slot);
             first.and_then(|slot| self.remove(slot))
@@ -100,6 +107,28 @@ impl ObjectTable {
             place.entry = Some(Box::new(entry));
         }
         (slot, evicted)
+    }
+
+    /// The slot of the object, found without making its key.
+    fn find(&mut self, object: &ObjectRef) -> Option<usize> {
+        let resource = if object.resource.is_empty() {
+            self.scratch.clear();
+            push_plural_of_kind(&object.kind, &mut self.scratch);
+            self.scratch.as_str()
+        } else if object.resource.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.scratch.clear();
+            self.scratch.push_str(&object.resource);
+            self.scratch.make_ascii_lowercase();
+            self.scratch.as_str()
+        } else {
+            object.resource.as_str()
+        };
+        let parts = KeyParts {
+            namespace: &object.namespace,
+            resource,
+            name: &object.name,
+        };
+        self.index.get(&parts).copied()
     }
 
     pub(crate) fn entry_mut(&mut self, slot: usize) -> Option<&mut Entry> {
@@ -189,5 +218,63 @@ impl ObjectTable {
         self.index.remove(&entry.key);
         self.free.push(slot);
         Some(*entry)
+    }
+}
+
+/// An [`ObjectKey`] by borrowed parts: hashes as the key does (the fields in the same
+/// order, each hashed as a `str`) and compares equal to it.
+#[derive(Hash)]
+struct KeyParts<'a> {
+    namespace: &'a str,
+    resource: &'a str,
+    name: &'a str,
+}
+
+impl Equivalent<ObjectKey> for KeyParts<'_> {
+    fn equivalent(&self, key: &ObjectKey) -> bool {
+        self.namespace == key.namespace && self.resource == key.resource && self.name == key.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::correlator::CorrelatorConfig;
+
+    fn object(kind: &str, resource: &str, name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: kind.into(),
+            resource: resource.into(),
+            namespace: "ml".into(),
+            name: name.into(),
+            ..ObjectRef::default()
+        }
+    }
+
+    #[test]
+    fn an_object_is_found_by_kind_or_resource_as_its_key_says() {
+        let config = CorrelatorConfig::default();
+        let mut table = ObjectTable::new(8);
+        let by_kind = object("RayJob", "", "train");
+        let (slot, _) = table.slot_for(&by_kind, || TrackedObject::new(&config, &by_kind));
+        for same in [
+            object("", "rayjobs", "train"),
+            object("", "RayJobs", "train"),
+            object("RayJob", "rayjobs", "train"),
+        ] {
+            let (found, _) = table.slot_for(&same, || TrackedObject::new(&config, &same));
+            assert_eq!(found, slot, "{same:?}");
+        }
+        let other = object("RayJob", "", "eval");
+        let (second, _) = table.slot_for(&other, || TrackedObject::new(&config, &other));
+        assert_ne!(second, slot);
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.entries().count(), 2);
+        table.remove(slot);
+        assert!(
+            table.find(&by_kind).is_none(),
+            "a removed object is not found"
+        );
+        assert_eq!(table.find(&other), Some(second));
     }
 }
