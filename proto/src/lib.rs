@@ -1,6 +1,7 @@
 //! Wire types of opscope. The pipeline carries the OTLP protobuf model itself; this
 //! crate is the one place that pins which OTLP crate provides it, so every other
 //! crate names `opscope_proto::otlp::...` and a version bump touches one file.
+//! [`otlp_encode`] writes OTLP trace and log requests as prost does, faster.
 
 // Input must never crash the agent: no panicking shortcuts outside tests.
 #![cfg_attr(
