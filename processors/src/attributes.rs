@@ -101,26 +101,26 @@ pub fn array_value(items: impl IntoIterator<Item = String>) -> Value {
 
 /// Sets `key` to `value`, replacing an existing value.
 pub fn set(attributes: &mut Vec<KeyValue>, key: &str, value: Value) {
-    let value = Some(AnyValue { value: Some(value) });
     match attributes.iter_mut().find(|kv| kv.key == key) {
-        Some(existing) => existing.value = value,
-        None => attributes.push(KeyValue {
-            key: key.to_string(),
-            value,
-            ..Default::default()
-        }),
+        Some(existing) => existing.value = Some(AnyValue { value: Some(value) }),
+        None => push(attributes, key, value),
     }
 }
 
 /// Sets `key` only where it is missing.
 pub fn insert(attributes: &mut Vec<KeyValue>, key: &str, value: Value) {
     if !attributes.iter().any(|kv| kv.key == key) {
-        attributes.push(KeyValue {
-            key: key.to_string(),
-            value: Some(AnyValue { value: Some(value) }),
-            ..Default::default()
-        });
+        push(attributes, key, value);
     }
+}
+
+/// Appends `key` without looking for it: the caller knows it is missing.
+fn push(attributes: &mut Vec<KeyValue>, key: &str, value: Value) {
+    attributes.push(KeyValue {
+        key: key.to_string(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    });
 }
 
 pub fn set_str(attributes: &mut Vec<KeyValue>, key: &str, value: &str) {

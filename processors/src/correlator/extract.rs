@@ -1,6 +1,8 @@
 //! Correlator events from tagged records: reads only the attributes the tagger
 //! writes (see `semconv`), so records tagged by another opscope correlate the same.
 
+use std::cell::OnceCell;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +42,8 @@ struct Record<'a> {
     span_id: &'a [u8],
     /// A span's error status message.
     failed: Option<&'a str>,
+    /// The trace id in hex, made once for the evidence and the reconcile.
+    trace_hex: OnceCell<Option<String>>,
 }
 
 /// What the resource of a batch's records says of all of them, read once.
@@ -88,6 +92,7 @@ pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
                 trace_id: &span.trace_id,
                 span_id: &span.span_id,
                 failed,
+                trace_hex: OnceCell::new(),
             };
             record.events(out);
         }
@@ -111,6 +116,7 @@ pub fn from_logs(request: &ExportLogsServiceRequest, out: &mut Vec<Event>) {
                 trace_id: &log.trace_id,
                 span_id: &log.span_id,
                 failed: None,
+                trace_hex: OnceCell::new(),
             };
             record.events(out);
         }
@@ -352,19 +358,31 @@ impl Record<'_> {
     ///
     /// [`evidence_reference`]: crate::correlator::signal::evidence_reference
     fn evidence(&self) -> Option<String> {
-        let location = as_str(self.tagged.log_source)
-            .map(str::to_string)
-            .or_else(|| {
-                is_id(self.trace_id).then(|| match is_id(self.span_id) {
-                    true => format!("trace {} span {}", hex(self.trace_id), hex(self.span_id)),
-                    false => format!("trace {}", hex(self.trace_id)),
-                })
-            });
-        let reconcile = as_str(self.tagged.reconcile_id).map(|id| format!("reconcile {id}"));
-        match (location, reconcile) {
-            (Some(location), Some(reconcile)) => Some(format!("{location} {reconcile}")),
-            (location, reconcile) => location.or(reconcile),
+        // Written into one string: this runs for every record that gives events.
+        let mut reference = String::new();
+        match (as_str(self.tagged.log_source), self.trace_hex()) {
+            (Some(source), _) => reference.push_str(source),
+            (None, Some(trace)) => {
+                let _ = write!(reference, "trace {trace}");
+                if is_id(self.span_id) {
+                    let _ = write!(reference, " span {}", hex(self.span_id));
+                }
+            }
+            (None, None) => {}
         }
+        if let Some(id) = as_str(self.tagged.reconcile_id) {
+            if !reference.is_empty() {
+                reference.push(' ');
+            }
+            let _ = write!(reference, "reconcile {id}");
+        }
+        (!reference.is_empty()).then_some(reference)
+    }
+
+    fn trace_hex(&self) -> Option<&str> {
+        self.trace_hex
+            .get_or_init(|| is_id(self.trace_id).then(|| hex(self.trace_id)))
+            .as_deref()
     }
 
     fn reconcile(&self, reconcile_id: &str) -> Reconcile {
@@ -394,11 +412,7 @@ impl Record<'_> {
             controller: as_str(tagged.controller).unwrap_or_default().to_string(),
             instance: self.source.instance.to_string(),
             reconcile_id: reconcile_id.to_string(),
-            trace_id: if is_id(self.trace_id) {
-                hex(self.trace_id)
-            } else {
-                String::new()
-            },
+            trace_id: self.trace_hex().unwrap_or_default().to_string(),
             start,
             duration,
             outcome,
