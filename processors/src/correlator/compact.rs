@@ -1,7 +1,8 @@
 //! Compact copies of what events say, for state that must stay small: text cut to
 //! a bound, and hashes standing in for identities that are only ever compared.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
+use std::sync::LazyLock;
 
 use super::events::{ObjectRef, OperatorRef};
 
@@ -38,12 +39,15 @@ pub(crate) fn bound_operator(operator: &mut OperatorRef) {
     bound(&mut operator.namespace);
 }
 
+/// Seeded once per process: a hash of one text is the same everywhere in it, and
+/// not known outside it.
+static TEXT_HASHER: LazyLock<foldhash::quality::RandomState> = LazyLock::new(Default::default);
+
 /// A 64-bit hash of `text`, for comparing identities within one process without
-/// keeping them (not stable across builds; never stored or sent).
+/// keeping them (never stored or sent). foldhash: status digests hash a few dozen
+/// short texts per write, where SipHash took a tenth of the correlator's time.
 pub(crate) fn hash_text(text: &str) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
+    TEXT_HASHER.hash_one(text)
 }
 
 pub(crate) fn boundary(text: &str) -> usize {

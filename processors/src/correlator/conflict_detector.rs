@@ -150,7 +150,7 @@ pub(crate) fn evaluate<'a>(
     let cause = state.cause(since);
     let conflicts = f64::from(conflicts);
     Some(Finding {
-        cause: cause.name().to_string(),
+        cause: Cow::Borrowed(cause.name()),
         severity: severity_for(conflicts, f64::from(config.min_conflicts)),
         figures: figures([
             ("conflicts", conflicts),
@@ -162,7 +162,7 @@ pub(crate) fn evaluate<'a>(
             ("instances", state.writers.instances_since(since) as f64),
         ]),
         evidence: Cow::Borrowed(state.evidence.as_slice()),
-        hint: cause.hint().to_string(),
+        hint: Cow::Borrowed(cause.hint()),
         below_threshold: conflicts < f64::from(config.min_conflicts),
     })
 }

@@ -18,7 +18,8 @@ impl Evidence {
         }
         // Compared before it is copied: most records repeat a reference kept already.
         let reference = reference.get(..boundary(reference)).unwrap_or_default();
-        if self.references.iter().any(|kept| kept == reference) {
+        // Newest first: a repeated reference is most often the latest one.
+        if self.references.iter().rev().any(|kept| kept == reference) {
             return;
         }
         if self.references.len() >= MAX_EVIDENCE {

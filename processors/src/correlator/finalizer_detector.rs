@@ -192,7 +192,7 @@ pub(crate) fn evaluate<'a>(
     let cause = state.cause(deletion);
     let age_seconds = age as f64 / 1e9;
     Some(Finding {
-        cause: cause.name().to_string(),
+        cause: Cow::Borrowed(cause.name()),
         severity: severity_for(age as f64, max_age as f64),
         figures: figures([
             ("age_seconds", age_seconds.floor()),
@@ -207,7 +207,7 @@ pub(crate) fn evaluate<'a>(
             ),
         ]),
         evidence: Cow::Owned(state.evidence()),
-        hint: cause.hint(&state.first_finalizer),
+        hint: Cow::Owned(cause.hint(&state.first_finalizer)),
         below_threshold: false,
     })
 }

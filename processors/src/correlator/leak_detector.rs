@@ -311,7 +311,7 @@ fn leak_finding(
         .saturating_add(window);
     let window_seconds = config.window.as_secs_f64();
     Finding {
-        cause: gauge.cause.name().to_string(),
+        cause: Cow::Borrowed(gauge.cause.name()),
         severity: severity_for(growing_for as f64, window as f64),
         figures: figures([
             ("slope_per_minute", trend.slope_per_second * 60.0),
@@ -321,7 +321,7 @@ fn leak_finding(
             ("growing_minutes", (growing_for as f64 / 60e9).floor()),
         ]),
         evidence: Cow::Owned(evidence),
-        hint: gauge.cause.hint().to_string(),
+        hint: Cow::Borrowed(gauge.cause.hint()),
         below_threshold: false,
     }
 }

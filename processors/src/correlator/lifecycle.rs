@@ -19,27 +19,27 @@ pub(crate) fn severity_for(measured: f64, threshold: f64) -> Severity {
     }
 }
 
-/// What a detector finds while its signal holds. The evidence is borrowed from the
-/// detector's state where it keeps it: a firing signal is evaluated on every batch,
-/// and its evidence copied only when it changed.
+/// What a detector finds while its signal holds. A firing signal is evaluated on
+/// every batch, so what a finding says is borrowed (static names, the detector's
+/// evidence) and copied into the signal only when it changed.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Finding<'a> {
-    pub(crate) cause: String,
+    pub(crate) cause: Cow<'a, str>,
     pub(crate) severity: Severity,
-    pub(crate) figures: BTreeMap<String, f64>,
+    pub(crate) figures: Figures,
     pub(crate) evidence: Cow<'a, [String]>,
-    pub(crate) hint: String,
+    pub(crate) hint: Cow<'a, str>,
     /// The signal holds only because it has not yet fallen below its resolve level:
     /// it keeps what it showed when last above its threshold.
     pub(crate) below_threshold: bool,
 }
 
+/// A finding's measured figures, by name.
+pub(crate) type Figures = Vec<(&'static str, f64)>;
+
 /// Names the figures of a finding: `figures([("reconciles", 42.0)])`.
-pub(crate) fn figures<const N: usize>(named: [(&str, f64); N]) -> BTreeMap<String, f64> {
-    named
-        .into_iter()
-        .map(|(name, value)| (name.to_string(), value))
-        .collect()
+pub(crate) fn figures<const N: usize>(named: [(&'static str, f64); N]) -> Figures {
+    Vec::from(named)
 }
 
 /// What a signal is about.
@@ -79,6 +79,12 @@ impl Sent {
             figures: signal.figures.clone(),
         }
     }
+
+    fn matches(&self, signal: &Signal) -> bool {
+        self.cause == signal.cause
+            && self.severity == signal.severity
+            && self.figures == signal.figures
+    }
 }
 
 /// A firing signal: its latest state and what was last sent of it. The signal is
@@ -108,7 +114,7 @@ impl SignalTrack {
         let signal = Signal {
             id: subject.id(),
             signal: subject.signal,
-            cause: finding.cause,
+            cause: finding.cause.into_owned(),
             severity: finding.severity,
             state: SignalState::Firing,
             object: subject.object.clone(),
@@ -116,9 +122,13 @@ impl SignalTrack {
             controller: subject.controller.to_string(),
             first_seen: now,
             last_seen: now,
-            figures: finding.figures,
+            figures: finding
+                .figures
+                .iter()
+                .map(|(name, value)| (name.to_string(), *value))
+                .collect(),
             evidence: finding.evidence.into_owned(),
-            hint: finding.hint,
+            hint: finding.hint.into_owned(),
         };
         let track = Self {
             sent: Sent::of(&signal),
@@ -140,11 +150,11 @@ impl SignalTrack {
             return None;
         }
         let signal = &mut self.current;
-        signal.cause = finding.cause;
+        refresh_text(&mut signal.cause, finding.cause);
         signal.severity = finding.severity;
-        signal.figures = finding.figures;
+        refresh_figures(&mut signal.figures, &finding.figures);
         refresh_all(&mut signal.evidence, &finding.evidence);
-        signal.hint = finding.hint;
+        refresh_text(&mut signal.hint, finding.hint);
         refresh(&mut signal.object, subject.object);
         refresh(&mut signal.operator, subject.operator);
         if signal.controller != subject.controller {
@@ -152,12 +162,36 @@ impl SignalTrack {
         }
         signal.last_seen = signal.last_seen.max(now);
         let due = now >= self.sent_at.saturating_add(interval);
-        if !due || Sent::of(&self.current) == self.sent {
+        if !due || self.sent.matches(&self.current) {
             return None;
         }
         self.sent = Sent::of(&self.current);
         self.sent_at = now;
         Some(Signal::clone(&self.current))
+    }
+}
+
+fn refresh_text(mine: &mut String, latest: Cow<str>) {
+    if *mine != latest {
+        *mine = latest.into_owned();
+    }
+}
+
+/// Takes the latest values; the names are written anew only when they changed.
+fn refresh_figures(mine: &mut BTreeMap<String, f64>, latest: &[(&str, f64)]) {
+    let same_names =
+        mine.len() == latest.len() && latest.iter().all(|(name, _)| mine.contains_key(*name));
+    if !same_names {
+        *mine = latest
+            .iter()
+            .map(|(name, value)| (name.to_string(), *value))
+            .collect();
+        return;
+    }
+    for (name, value) in latest {
+        if let Some(held) = mine.get_mut(*name) {
+            *held = *value;
+        }
     }
 }
 
@@ -211,7 +245,7 @@ pub(crate) fn step(
 mod tests {
     use super::*;
 
-    fn finding(cause: &str, reconciles: f64) -> Finding<'static> {
+    fn finding(cause: &'static str, reconciles: f64) -> Finding<'static> {
         Finding {
             cause: cause.into(),
             severity: Severity::Warning,

@@ -274,7 +274,7 @@ fn finding<'a>(
         ("generation_changes", f64::from(counts.generation_changes)),
     ]);
     if let LoopCause::FieldChurn(churn) = cause {
-        figures.insert("field_churn_ratio".to_string(), churn.ratio);
+        figures.push(("field_churn_ratio", churn.ratio));
     }
     Finding {
         cause: cause.name(),
@@ -296,43 +296,48 @@ enum LoopCause<'a> {
 }
 
 impl LoopCause<'_> {
-    fn name(&self) -> String {
+    fn name(&self) -> Cow<'static, str> {
         match self {
-            Self::SelfTriggeredStatusWrite => "self_triggered_status_write".to_string(),
-            Self::FieldChurn(churn) => format!("field_churn:{}", churn.path),
-            Self::ErrorRetryStorm => "error_retry_storm".to_string(),
-            Self::FixedRequeue => "fixed_requeue".to_string(),
-            Self::SpecFight => "spec_fight".to_string(),
-            Self::Unknown => "unknown".to_string(),
+            Self::SelfTriggeredStatusWrite => Cow::Borrowed("self_triggered_status_write"),
+            Self::FieldChurn(churn) => Cow::Owned(format!("field_churn:{}", churn.path)),
+            Self::ErrorRetryStorm => Cow::Borrowed("error_retry_storm"),
+            Self::FixedRequeue => Cow::Borrowed("fixed_requeue"),
+            Self::SpecFight => Cow::Borrowed("spec_fight"),
+            Self::Unknown => Cow::Borrowed("unknown"),
         }
     }
 
-    fn hint(&self) -> String {
+    fn hint(&self) -> Cow<'static, str> {
         match self {
-            Self::SelfTriggeredStatusWrite => "The operator's own status writes re-trigger its watch: \
+            Self::SelfTriggeredStatusWrite => Cow::Borrowed(
+                "The operator's own status writes re-trigger its watch: \
                 filter events with GenerationChangedPredicate, compare the new status with the old one \
-                (equality.Semantic.DeepEqual) before updating it, and record ObservedGeneration."
-                .to_string(),
-            Self::FieldChurn(churn) => format!(
+                (equality.Semantic.DeepEqual) before updating it, and record ObservedGeneration.",
+            ),
+            Self::FieldChurn(churn) => Cow::Owned(format!(
                 "`{}` changes on every write, so every status update is a real change that re-triggers \
                  the watch: don't write timestamps (time.Now()) into status on every reconcile, set it only \
                  when something else changed, and filter events with GenerationChangedPredicate.",
                 churn.path
-            ),
-            Self::ErrorRetryStorm => "Reconciles keep failing and are retried at a steady pace: return the \
+            )),
+            Self::ErrorRetryStorm => Cow::Borrowed(
+                "Reconciles keep failing and are retried at a steady pace: return the \
                 error so the workqueue's rate limiter backs off exponentially (don't requeue immediately or \
-                after a fixed delay), and fix the error in the evidence."
-                .to_string(),
-            Self::FixedRequeue => "The reconciler asks to be requeued after a second or less every time: \
-                use exponential backoff instead of a fixed requeue, or rely on watches instead of polling."
-                .to_string(),
-            Self::SpecFight => "Two writers keep changing the spec: find the other writer (see the \
-                evidence) and give each its own fields with server-side apply field ownership."
-                .to_string(),
-            Self::Unknown => "The object is reconciled far more often than its spec changes: filter events \
+                after a fixed delay), and fix the error in the evidence.",
+            ),
+            Self::FixedRequeue => Cow::Borrowed(
+                "The reconciler asks to be requeued after a second or less every time: \
+                use exponential backoff instead of a fixed requeue, or rely on watches instead of polling.",
+            ),
+            Self::SpecFight => Cow::Borrowed(
+                "Two writers keep changing the spec: find the other writer (see the \
+                evidence) and give each its own fields with server-side apply field ownership.",
+            ),
+            Self::Unknown => Cow::Borrowed(
+                "The object is reconciled far more often than its spec changes: filter events \
                 with GenerationChangedPredicate, compare status before updating it, and check what \
-                triggers the watch."
-                .to_string(),
+                triggers the watch.",
+            ),
         }
     }
 }

@@ -46,8 +46,10 @@ pub(crate) struct ObjectTable {
     /// Looked up once per event, by the event's names (see [`KeyParts`]); foldhash is
     /// seeded per table and several times faster than SipHash on short keys.
     index: HashMap<ObjectKey, usize, RandomState>,
-    /// Where a kind's plural is written for a lookup.
+    /// Where a lookup's lowercase resource is written.
     scratch: String,
+    /// The last kind looked up and its plural: events come in runs of one kind.
+    plural: (String, String),
     /// Eviction and expiry order: idle before retained, then least recently seen.
     order: BTreeSet<(bool, Nanos, usize)>,
     due: DueQueue,
@@ -62,6 +64,7 @@ impl ObjectTable {
             free: Vec::new(),
             index: HashMap::with_hasher(RandomState::default()),
             scratch: String::new(),
+            plural: (String::new(), String::new()),
             order: BTreeSet::new(),
             due: DueQueue::default(),
             dirty: Vec::new(),
@@ -112,9 +115,13 @@ impl ObjectTable {
     /// The slot of the object, found without making its key.
     fn find(&mut self, object: &ObjectRef) -> Option<usize> {
         let resource = if object.resource.is_empty() {
-            self.scratch.clear();
-            push_plural_of_kind(&object.kind, &mut self.scratch);
-            self.scratch.as_str()
+            let (kind, plural) = &mut self.plural;
+            if *kind != object.kind {
+                kind.clone_from(&object.kind);
+                plural.clear();
+                push_plural_of_kind(kind, plural);
+            }
+            plural.as_str()
         } else if object.resource.bytes().any(|b| b.is_ascii_uppercase()) {
             self.scratch.clear();
             self.scratch.push_str(&object.resource);

@@ -12,7 +12,7 @@ use super::compact::{bounded, hash_text};
 use super::conflict_detector::{ConflictCause, ConflictConfig};
 use super::events::{Counter, CounterEvent, InstanceKey, Nanos, ObjectRef, OperatorRef};
 use super::instance_table::{InstanceState, InstanceTable};
-use super::lifecycle::{Finding, SignalTrack, Subject, severity_for, step};
+use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
 use super::signal::{MAX_EVIDENCE, Signal, SignalState, SignalType};
 use super::window::{Bucket, BucketRing, nanos};
 
@@ -352,19 +352,19 @@ fn conflict_finding(
     } else {
         ConflictCause::StaleCache
     };
-    let mut figures = BTreeMap::from([
-        ("conflicts".to_string(), conflicts),
+    let mut figures = figures([
+        ("conflicts", conflicts),
         (
-            "conflicts_per_minute".to_string(),
+            "conflicts_per_minute",
             conflicts * 60.0 / config.window.as_secs_f64(),
         ),
-        ("instances".to_string(), pods.len().max(1) as f64),
+        ("instances", pods.len().max(1) as f64),
     ]);
     if let Some(requests) = instance
         .increase(Counter::ApiRequests, None, now)
         .filter(|requests| *requests > 0.0)
     {
-        figures.insert("conflict_ratio".to_string(), conflicts / requests);
+        figures.push(("conflict_ratio", conflicts / requests));
     }
     let evidence = std::iter::once(&instance.pod)
         .chain(pods.iter().copied().filter(|pod| **pod != instance.pod))
@@ -377,15 +377,15 @@ fn conflict_finding(
         })
         .collect();
     Some(Finding {
-        cause: cause.name().to_string(),
+        cause: Cow::Borrowed(cause.name()),
         severity: severity_for(conflicts, threshold),
         figures,
         evidence: Cow::Owned(evidence),
-        hint: format!(
+        hint: Cow::Owned(format!(
             "{} The operator's metrics do not say which objects conflict: its logs or the \
             API server's audit log do.",
             cause.hint()
-        ),
+        )),
         below_threshold: conflicts < threshold,
     })
 }

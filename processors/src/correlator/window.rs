@@ -60,17 +60,26 @@ impl<B: Bucket> BucketRing<B> {
     pub(crate) fn window(&self, now: Nanos) -> impl Iterator<Item = (usize, &B)> {
         let len = self.len();
         let last = now / self.width;
-        (0..len).filter_map(move |place| {
-            let number = (last + 1 + place).checked_sub(len)?;
-            let held = self
-                .newest
-                .is_some_and(|newest| number <= newest && number + len > newest);
-            if !held {
-                return None;
+        // Bucket numbers both in the window ending at `last` and still held by the
+        // ring (the `len` ending at the newest); empty when there is none.
+        let (oldest, count) = match self.newest {
+            Some(newest) => {
+                let oldest_in_window = (last + 1).saturating_sub(len);
+                let oldest = oldest_in_window.max((newest + 1).saturating_sub(len));
+                (oldest, (last.min(newest) + 1).saturating_sub(oldest))
             }
-            let bucket = self.buckets.get(self.position(number))?;
-            Some((usize::try_from(place).ok()?, bucket))
-        })
+            None => (0, 0),
+        };
+        // From the oldest bucket's position on, wrapping around once: no division
+        // per bucket.
+        let (before, from) = self.buckets.split_at(self.position(oldest));
+        let first_place =
+            usize::try_from((oldest + len).saturating_sub(last + 1)).unwrap_or_default();
+        from.iter()
+            .chain(before)
+            .take(usize::try_from(count).unwrap_or_default())
+            .enumerate()
+            .map(move |(at, bucket)| (first_place + at, bucket))
     }
 
     /// Everything counted in the window ending at `now`.
@@ -95,12 +104,16 @@ impl<B: Bucket> BucketRing<B> {
 
     /// Makes `number` the newest bucket, emptying the buckets it skips over.
     fn move_to(&mut self, newest: u64, number: u64) {
-        let stale = (number - newest).min(self.len());
-        for step in 1..=stale {
-            let position = self.position(newest + step);
-            if let Some(bucket) = self.buckets.get_mut(position) {
-                *bucket = B::default();
-            }
+        let stale = usize::try_from((number - newest).min(self.len())).unwrap_or_default();
+        let start = self.position(newest + 1);
+        let (before, from) = self.buckets.split_at_mut(start);
+        let wrapped = stale.saturating_sub(from.len());
+        for bucket in from
+            .iter_mut()
+            .take(stale)
+            .chain(before.iter_mut().take(wrapped))
+        {
+            *bucket = B::default();
         }
         self.newest = Some(number);
     }
@@ -160,6 +173,45 @@ mod tests {
         assert!(add(&mut ring, 95), "within the ring");
         assert!(!add(&mut ring, 90), "older than the ring holds");
         assert_eq!(ring.total(at(100)), Count(2));
+    }
+
+    #[test]
+    fn the_window_has_the_buckets_both_in_it_and_held() {
+        for newest in 0..25 {
+            for last in 0..25 {
+                let mut ring = ring();
+                add(&mut ring, newest);
+                let places: Vec<usize> = ring.window(at(last)).map(|(place, _)| place).collect();
+                // Every place of the window, kept when its bucket is held.
+                let expected: Vec<usize> = (0..10u64)
+                    .filter(|place| {
+                        (last + 1 + place)
+                            .checked_sub(10)
+                            .is_some_and(|number| number <= newest && number + 10 > newest)
+                    })
+                    .map(|place| place as usize)
+                    .collect();
+                assert_eq!(places, expected, "newest {newest}, now {last}");
+            }
+            assert_eq!(
+                BucketRing::<Count>::new(Duration::from_secs(10), 10)
+                    .window(at(newest))
+                    .count(),
+                0
+            );
+        }
+    }
+
+    #[test]
+    fn moving_ahead_empties_the_buckets_it_reuses() {
+        let mut ring = ring();
+        for second in 105..=114 {
+            add(&mut ring, second);
+        }
+        add(&mut ring, 117);
+        // 115 and 116 are empty, 117 holds one; 108 to 114 are still held.
+        assert_eq!(ring.total(at(117)), Count(8));
+        assert_eq!(ring.window(at(117)).count(), 10);
     }
 
     #[test]
