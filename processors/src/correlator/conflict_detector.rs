@@ -123,7 +123,7 @@ impl ConflictState {
 
     #[cfg(test)]
     pub(crate) fn footprint(&self) -> usize {
-        self.counts.count() * std::mem::size_of::<ConflictCounts>()
+        self.counts.footprint()
             + self.writers.footprint()
             + self.overlap.footprint()
             + self.evidence.footprint()

@@ -95,7 +95,7 @@ impl GaugeSeries {
 
     #[cfg(test)]
     pub(crate) fn footprint(&self) -> usize {
-        self.samples.count() * std::mem::size_of::<GaugeSample>()
+        self.samples.footprint()
     }
 }
 

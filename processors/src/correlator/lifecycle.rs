@@ -87,11 +87,14 @@ impl Sent {
     }
 }
 
-/// A firing signal: its latest state and what was last sent of it. The signal is
-/// boxed so that objects with nothing firing stay small.
+/// A firing signal: its latest state and what was last sent of it. Boxed whole, so
+/// that an object with nothing firing holds one pointer per detector.
 #[derive(Debug, Clone)]
-pub(crate) struct SignalTrack {
-    current: Box<Signal>,
+pub(crate) struct SignalTrack(Box<Tracked>);
+
+#[derive(Debug, Clone)]
+struct Tracked {
+    current: Signal,
     sent: Sent,
     sent_at: Nanos,
 }
@@ -99,12 +102,12 @@ pub(crate) struct SignalTrack {
 impl SignalTrack {
     /// The latest state of the signal.
     pub(crate) fn signal(&self) -> &Signal {
-        &self.current
+        &self.0.current
     }
 
     /// Resolves the signal at `now`.
     pub(crate) fn resolve(self, now: Nanos) -> Signal {
-        let mut signal = *self.current;
+        let mut signal = self.0.current;
         signal.state = SignalState::Resolved;
         signal.last_seen = signal.last_seen.max(now);
         signal
@@ -130,11 +133,11 @@ impl SignalTrack {
             evidence: finding.evidence.into_owned(),
             hint: finding.hint.into_owned(),
         };
-        let track = Self {
+        let track = Self(Box::new(Tracked {
             sent: Sent::of(&signal),
-            current: Box::new(signal.clone()),
+            current: signal.clone(),
             sent_at: now,
-        };
+        }));
         (track, signal)
     }
 
@@ -149,7 +152,8 @@ impl SignalTrack {
         if finding.below_threshold {
             return None;
         }
-        let signal = &mut self.current;
+        let track = &mut *self.0;
+        let signal = &mut track.current;
         refresh_text(&mut signal.cause, finding.cause);
         signal.severity = finding.severity;
         refresh_figures(&mut signal.figures, &finding.figures);
@@ -161,13 +165,13 @@ impl SignalTrack {
             signal.controller = subject.controller.to_string();
         }
         signal.last_seen = signal.last_seen.max(now);
-        let due = now >= self.sent_at.saturating_add(interval);
-        if !due || self.sent.matches(&self.current) {
+        let due = now >= track.sent_at.saturating_add(interval);
+        if !due || track.sent.matches(&track.current) {
             return None;
         }
-        self.sent = Sent::of(&self.current);
-        self.sent_at = now;
-        Some(Signal::clone(&self.current))
+        track.sent = Sent::of(&track.current);
+        track.sent_at = now;
+        Some(track.current.clone())
     }
 }
 

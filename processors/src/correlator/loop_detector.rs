@@ -214,7 +214,7 @@ impl LoopState {
 
     #[cfg(test)]
     pub(crate) fn footprint(&self) -> usize {
-        self.counts.count() * std::mem::size_of::<LoopCounts>()
+        self.counts.footprint()
             + self.churn.footprint()
             + self.spec_writes.footprint()
             + self.evidence.footprint()

@@ -20,6 +20,10 @@ pub(crate) fn nanos(duration: Duration) -> Nanos {
 pub(crate) struct BucketRing<B> {
     /// Event time covered by one bucket, at least 1 ns.
     width: Nanos,
+    /// Buckets in the ring, at least 1.
+    count: usize,
+    /// Empty until the first time is counted: many objects never see what a ring
+    /// counts (a 409, a fast requeue), and their rings take no room.
     buckets: Box<[B]>,
     /// Number (time / width) of the newest bucket written, if any.
     newest: Option<u64>,
@@ -32,7 +36,8 @@ impl<B: Bucket> BucketRing<B> {
         let width = (nanos(window) / count as u64).max(1);
         Self {
             width,
-            buckets: vec![B::default(); count].into_boxed_slice(),
+            count,
+            buckets: Box::default(),
             newest: None,
         }
     }
@@ -44,6 +49,9 @@ impl<B: Bucket> BucketRing<B> {
 
     /// The bucket for `time`, or `None` when `time` is older than the ring holds.
     pub(crate) fn bucket_mut(&mut self, time: Nanos) -> Option<&mut B> {
+        if self.buckets.is_empty() {
+            self.buckets = vec![B::default(); self.count].into_boxed_slice();
+        }
         let number = time / self.width;
         match self.newest {
             None => self.newest = Some(number),
@@ -72,7 +80,10 @@ impl<B: Bucket> BucketRing<B> {
         };
         // From the oldest bucket's position on, wrapping around once: no division
         // per bucket.
-        let (before, from) = self.buckets.split_at(self.position(oldest));
+        let (before, from) = self
+            .buckets
+            .split_at_checked(self.position(oldest))
+            .unwrap_or_default();
         let first_place =
             usize::try_from((oldest + len).saturating_sub(last + 1)).unwrap_or_default();
         from.iter()
@@ -89,7 +100,13 @@ impl<B: Bucket> BucketRing<B> {
 
     /// Number of buckets.
     pub(crate) fn count(&self) -> usize {
-        self.buckets.len()
+        self.count
+    }
+
+    /// Bytes the buckets take.
+    #[cfg(test)]
+    pub(crate) fn footprint(&self) -> usize {
+        self.buckets.len() * std::mem::size_of::<B>()
     }
 
     fn sum<'a>(&self, buckets: impl Iterator<Item = &'a B>) -> B
@@ -106,7 +123,9 @@ impl<B: Bucket> BucketRing<B> {
     fn move_to(&mut self, newest: u64, number: u64) {
         let stale = usize::try_from((number - newest).min(self.len())).unwrap_or_default();
         let start = self.position(newest + 1);
-        let (before, from) = self.buckets.split_at_mut(start);
+        let Some((before, from)) = self.buckets.split_at_mut_checked(start) else {
+            return;
+        };
         let wrapped = stale.saturating_sub(from.len());
         for bucket in from
             .iter_mut()
@@ -119,7 +138,7 @@ impl<B: Bucket> BucketRing<B> {
     }
 
     fn len(&self) -> u64 {
-        self.buckets.len() as u64
+        self.count as u64
     }
 
     fn position(&self, number: u64) -> usize {

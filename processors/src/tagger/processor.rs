@@ -1,7 +1,8 @@
 //! The `operator_tagger` processor: runs the recognisers over every span and log
 //! record and writes what they found as opscope's attributes (see `semconv`).
 
-use std::collections::HashSet;
+// Looked up once per span of a batch: foldhash, seeded per set.
+use foldhash::HashSet;
 use std::time::{Duration, Instant};
 
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
@@ -114,7 +115,7 @@ impl OperatorTagger {
             if let Some(context) = root
                 && !nested
             {
-                write_context(&mut span.attributes, &context);
+                write_context(&mut span.attributes, context.names());
                 set_str(&mut span.attributes, OPSCOPE_RECORD, RECORD_RECONCILE);
                 write_span_outcome(span);
                 traces.insert(&span.trace_id, context, span.start_time_unix_nano);
@@ -131,7 +132,7 @@ impl OperatorTagger {
                 + call.as_ref().map_or(0, |_| API_CALL_ATTRIBUTES);
             span.attributes.reserve(adds);
             if let Some(context) = context {
-                write_context(&mut span.attributes, context);
+                write_context(&mut span.attributes, context.names());
             }
             let reported = conflicted.contains(span.trace_id.as_slice());
             tag_api_call(span, call, reported);
@@ -200,7 +201,7 @@ impl OperatorTagger {
         }
         let attributes = &mut record.attributes;
         if let Some(context) = self.traces().get(&record.trace_id) {
-            write_context(attributes, context);
+            write_context(attributes, context.names());
         }
         write_log_facts(attributes, &facts);
         if let Some(conflict) = facts.error.as_deref().and_then(find_conflict) {
@@ -279,34 +280,30 @@ fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
     if !named && !carries {
         return None;
     }
-    let attribute = |key| get_str(&span.attributes, key).map(str::to_string);
-    let span_id = hex::encode(&span.span_id);
-    Some(ReconcileContext {
-        reconcile_id: facts
-            .reconcile_id
-            .or_else(|| attribute(RECONCILE_ID))
-            .unwrap_or(span_id),
-        controller: facts
-            .controller
-            .or_else(|| attribute(CONTROLLER))
-            .unwrap_or_default(),
-        group: facts
-            .group
-            .or_else(|| attribute(OBJECT_GROUP))
-            .unwrap_or_default(),
-        kind: facts
-            .kind
-            .or_else(|| attribute(OBJECT_KIND))
-            .unwrap_or_default(),
-        namespace: facts
-            .namespace
-            .or_else(|| attribute(OBJECT_NAMESPACE))
-            .unwrap_or_default(),
-        name: facts
-            .name
-            .or_else(|| attribute(OBJECT_NAME))
-            .unwrap_or_default(),
-    })
+    // What the facts found, else what opscope wrote upstream.
+    fn found_or<'a>(found: &'a Option<String>, attributes: &'a [KeyValue], key: &str) -> &'a str {
+        found
+            .as_deref()
+            .or_else(|| get_str(attributes, key))
+            .unwrap_or_default()
+    }
+    let name = |found, key| found_or(found, &span.attributes, key);
+    let span_id;
+    let reconcile_id = match name(&facts.reconcile_id, RECONCILE_ID) {
+        "" => {
+            span_id = hex::encode(&span.span_id);
+            span_id.as_str()
+        }
+        id => id,
+    };
+    Some(ReconcileContext::new([
+        reconcile_id,
+        name(&facts.controller, CONTROLLER),
+        name(&facts.group, OBJECT_GROUP),
+        name(&facts.kind, OBJECT_KIND),
+        name(&facts.namespace, OBJECT_NAMESPACE),
+        name(&facts.name, OBJECT_NAME),
+    ]))
 }
 
 /// Attributes [`write_context`] writes at most.
@@ -314,18 +311,20 @@ const CONTEXT_ATTRIBUTES: usize = 6;
 /// Attributes [`write_api_call`] writes at most.
 const API_CALL_ATTRIBUTES: usize = 8;
 
-/// Writes a reconcile's identity where the record does not say otherwise.
-fn write_context(attributes: &mut Vec<KeyValue>, context: &ReconcileContext) {
-    for (key, value) in [
-        (RECONCILE_ID, &context.reconcile_id),
-        (CONTROLLER, &context.controller),
-        (OBJECT_GROUP, &context.group),
-        (OBJECT_KIND, &context.kind),
-        (OBJECT_NAMESPACE, &context.namespace),
-        (OBJECT_NAME, &context.name),
-    ] {
+/// Writes a reconcile's identity (see [`ReconcileContext::names`]) where the record
+/// does not say otherwise.
+fn write_context(attributes: &mut Vec<KeyValue>, names: [&str; CONTEXT_ATTRIBUTES]) {
+    let keys = [
+        RECONCILE_ID,
+        CONTROLLER,
+        OBJECT_GROUP,
+        OBJECT_KIND,
+        OBJECT_NAMESPACE,
+        OBJECT_NAME,
+    ];
+    for (key, value) in keys.into_iter().zip(names) {
         if !value.is_empty() {
-            insert(attributes, key, string_value(value.as_str()));
+            insert(attributes, key, string_value(value));
         }
     }
 }
@@ -437,15 +436,18 @@ fn write_conflict(attributes: &mut Vec<KeyValue>, conflict: &Conflict) {
 }
 
 fn write_log_facts(attributes: &mut Vec<KeyValue>, facts: &LogFacts) {
-    let context = ReconcileContext {
-        reconcile_id: facts.reconcile_id.clone().unwrap_or_default(),
-        controller: facts.controller.clone().unwrap_or_default(),
-        group: facts.group.clone().unwrap_or_default(),
-        kind: facts.kind.clone().unwrap_or_default(),
-        namespace: facts.namespace.clone().unwrap_or_default(),
-        name: facts.name.clone().unwrap_or_default(),
-    };
-    write_context(attributes, &context);
+    write_context(
+        attributes,
+        [
+            &facts.reconcile_id,
+            &facts.controller,
+            &facts.group,
+            &facts.kind,
+            &facts.namespace,
+            &facts.name,
+        ]
+        .map(|found| found.as_deref().unwrap_or_default()),
+    );
     let has_object = get_str(attributes, OBJECT_NAME).is_some();
     if let Some(outcome) = &facts.outcome {
         let (result, after) = match outcome {
