@@ -323,21 +323,31 @@ impl Record<'_> {
         }
         // The objects, the operator and the evidence reference are only made for
         // records that say something.
-        let reconciled = reconciled.then(|| object(&tagged.object));
-        let subject = targeted.then(|| object(&tagged.api));
-        let operator = self.operator();
+        let mut reconciled = reconciled.then(|| object(&tagged.object));
+        let mut subject = targeted.then(|| object(&tagged.api));
+        let mut operator = self.operator();
         let evidence: Option<Arc<str>> = self.evidence().map(Arc::from);
-        for (about_subject, kind) in said {
-            let object = match (about_subject, &subject, &reconciled) {
-                (true, Some(subject), _) => subject.clone(),
-                (_, _, Some(reconciled)) => reconciled.clone(),
-                (_, Some(subject), None) => subject.clone(),
-                (_, None, None) => continue,
+        let mut said = said.into_iter().peekable();
+        while let Some((about_subject, kind)) = said.next() {
+            let object = match (about_subject, subject.is_some(), reconciled.is_some()) {
+                (true, true, _) | (_, true, false) => &mut subject,
+                (_, _, true) => &mut reconciled,
+                (_, false, false) => continue,
+            };
+            // The last event takes the names, the others copy them.
+            let last = said.peek().is_none();
+            let (object, operator) = if last {
+                (object.take(), std::mem::take(&mut operator))
+            } else {
+                (object.clone(), operator.clone())
+            };
+            let Some(object) = object else {
+                continue;
             };
             out.push(Event::Object(ObjectEvent {
                 time: self.time,
                 object,
-                operator: operator.clone(),
+                operator,
                 kind,
                 evidence: evidence.clone(),
             }));
