@@ -104,7 +104,7 @@ impl Scenario {
 processors:
   operator_tagger: {{}}
   correlator: {{ max_objects: {max_objects} }}
-  batch: {{ send_batch_size: 8192, timeout: 200ms }}
+  batch: {{ send_batch_size: 1024, timeout: 200ms }}
 exporters:
   otlp/sink:
     endpoint: "http://127.0.0.1:{sink_port}"

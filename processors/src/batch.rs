@@ -25,7 +25,7 @@ pub struct BatchConfig {
 impl Default for BatchConfig {
     fn default() -> Self {
         Self {
-            send_batch_size: 8192,
+            send_batch_size: 1024,
             send_batch_max_size: 0,
             timeout: Duration::from_millis(200),
         }
