@@ -93,6 +93,10 @@ impl<'a> EventList<'a> {
             .map(|(index, item)| {
                 let header: EventHeader = serde_json::from_str(item.get())
                     .map_err(|e| format!("items[{index}]: not an audit event: {e}"))?;
+                if may_escape_surrogate(item.get()) {
+                    serde_json::from_str::<serde_json::Value>(item.get())
+                        .map_err(|e| format!("items[{index}]: undecodable JSON text: {e}"))?;
+                }
                 Ok(AuditEvent {
                     header,
                     raw: item.get(),
@@ -101,6 +105,16 @@ impl<'a> EventList<'a> {
             })
             .collect()
     }
+}
+
+/// Whether `raw` may hold an escaped UTF-16 surrogate (`\ud800`–`\udfff`). Reading
+/// the header skips the fields it does not name without decoding their strings, so
+/// a lone surrogate there passes, though no JSON reader could decode the event the
+/// records carry on. Only events that may hold one are decoded whole to check.
+fn may_escape_surrogate(raw: &str) -> bool {
+    raw.as_bytes()
+        .windows(3)
+        .any(|window| matches!(window, [b'\\', b'u', b'd' | b'D']))
 }
 
 impl AuditEvent<'_> {
@@ -209,6 +223,28 @@ mod tests {
         assert_eq!(events[1].qualified_resource(), "");
         assert_eq!(events[2].qualified_resource(), "pods");
         assert_eq!(events[2].time_unix_nano(), 1_714_564_800_000_000_000);
+    }
+
+    #[test]
+    fn an_event_no_reader_could_decode_is_refused_and_a_surrogate_pair_kept() {
+        let list = |uid: &str| {
+            format!(
+                r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{{"auditID":"a"}},{{"auditID":"b","objectRef":{{"uid":"{uid}"}}}}]}}"#
+            )
+        };
+        let lone = list(r"\ud800b3f1");
+        let refused = EventList::parse(lone.as_bytes()).unwrap().events().err();
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|reason| reason.starts_with("items[1]: undecodable JSON text")),
+            "{refused:?}"
+        );
+        let pair = list(r"\ud83d\ude00");
+        let parsed = EventList::parse(pair.as_bytes()).unwrap();
+        let events = parsed.events().unwrap();
+        let body: serde_json::Value = serde_json::from_str(&events[1].body()).unwrap();
+        assert_eq!(body["objectRef"]["uid"], "\u{1f600}");
     }
 
     #[test]
