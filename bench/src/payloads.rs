@@ -50,7 +50,7 @@ pub fn reconcile_events(count: usize, objects: usize) -> Vec<Event> {
                 group: "apps.example.com".into(),
                 kind: "Widget".into(),
                 namespace: "shop".into(),
-                name: format!("w{}", n % objects.max(1)),
+                name: format!("w{}", n % objects.max(1)).into(),
                 ..Default::default()
             };
             let kind = if n % 2 == 0 {

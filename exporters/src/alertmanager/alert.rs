@@ -71,11 +71,11 @@ fn labels(signal: &Signal) -> BTreeMap<&'static str, String> {
     let labels = [
         ("alertname", alertname(signal.signal).to_string()),
         ("severity", signal.severity.name().to_string()),
-        ("operator_name", signal.operator.name.clone()),
-        ("k8s_namespace", signal.operator.namespace.clone()),
+        ("operator_name", signal.operator.name.to_string()),
+        ("k8s_namespace", signal.operator.namespace.to_string()),
         ("kind", object_kind(signal).to_string()),
-        ("namespace", signal.object.namespace.clone()),
-        ("name", signal.object.name.clone()),
+        ("namespace", signal.object.namespace.to_string()),
+        ("name", signal.object.name.to_string()),
         ("cause", signal.cause.clone()),
     ];
     without_empty_values(labels)

@@ -129,7 +129,7 @@ pub fn metadata<const N: usize>(pairs: [(&str, String); N]) -> Vec<LabelPairAdap
 
 /// `Kind namespace/name` of the reconciled object, empty when the record names none.
 fn object_of(attributes: &[KeyValue]) -> String {
-    let text = |key: &str| get_str(attributes, key).unwrap_or_default().to_string();
+    let text = |key: &str| get_str(attributes, key).unwrap_or_default().into();
     let object = ObjectRef {
         kind: text(semconv::OBJECT_KIND),
         resource: text(semconv::OBJECT_RESOURCE),

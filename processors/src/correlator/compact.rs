@@ -4,18 +4,18 @@
 use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
-use super::events::{ObjectRef, OperatorRef};
+use super::events::{Name, ObjectRef, OperatorRef};
 
 /// The longest text kept from an event: a name, an evidence reference, an error.
 pub(crate) const MAX_TEXT: usize = 256;
 
 /// `text` cut to at most [`MAX_TEXT`] bytes, on a character boundary.
-pub(crate) fn bounded(text: &str) -> String {
-    text.get(..boundary(text)).unwrap_or_default().to_string()
+pub(crate) fn bounded<T: for<'a> From<&'a str>>(text: &str) -> T {
+    T::from(text.get(..boundary(text)).unwrap_or_default())
 }
 
 /// Cuts `text` in place to at most [`MAX_TEXT`] bytes, on a character boundary.
-pub(crate) fn bound(text: &mut String) {
+pub(crate) fn bound(text: &mut Name) {
     let end = boundary(text);
     text.truncate(end);
 }
@@ -65,13 +65,13 @@ mod tests {
     #[test]
     fn long_text_is_cut_on_a_character_boundary() {
         let long = "é".repeat(MAX_TEXT);
-        let cut = bounded(&long);
+        let cut: String = bounded(&long);
         assert!(cut.len() <= MAX_TEXT);
         assert!(cut.chars().all(|c| c == 'é'));
-        let mut owned = long.clone();
+        let mut owned = Name::from(long.as_str());
         bound(&mut owned);
         assert_eq!(owned, cut);
-        assert_eq!(bounded("short"), "short");
+        assert_eq!(bounded::<String>("short"), "short");
     }
 
     #[test]

@@ -14,31 +14,36 @@ pub type Nanos = u64;
 
 pub const NANOS_PER_SECOND: u64 = 1_000_000_000;
 
+/// A name of Kubernetes: an object's, its kind's, its namespace's, an operator's.
+/// Most are short, and up to 24 bytes are kept inline: a name costs no allocation
+/// to copy out of a record into every event, or to keep per tracked object.
+pub type Name = compact_str::CompactString;
+
 /// An object as sources describe it. Any of `kind`/`resource` may be known.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectRef {
-    pub group: String,
+    pub group: Name,
     /// `RayJob`; empty when only the resource is known.
-    pub kind: String,
+    pub kind: Name,
     /// `rayjobs`; empty when only the kind is known.
-    pub resource: String,
-    pub namespace: String,
-    pub name: String,
+    pub resource: Name,
+    pub namespace: Name,
+    pub name: Name,
 }
 
 /// What identifies an object across sources: namespace, lowercase plural
 /// resource, name. The group is left out because many sources do not give it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
-    pub namespace: String,
-    pub resource: String,
-    pub name: String,
+    pub namespace: Name,
+    pub resource: Name,
+    pub name: Name,
 }
 
 impl ObjectRef {
     pub fn key(&self) -> ObjectKey {
         let resource = if self.resource.is_empty() {
-            plural_of_kind(&self.kind)
+            plural_of_kind(&self.kind).into()
         } else {
             self.resource.to_ascii_lowercase()
         };
@@ -86,9 +91,9 @@ impl ObjectRef {
 /// The operator a record belongs to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OperatorRef {
-    pub name: String,
+    pub name: Name,
     /// The operator's own namespace.
-    pub namespace: String,
+    pub namespace: Name,
 }
 
 /// Object events are the bulk of events and are moved, not stored: boxing them would
@@ -194,9 +199,9 @@ pub struct ObjectState {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct InstanceKey {
     /// The operator's namespace, which is its pod's.
-    pub(crate) namespace: String,
+    pub(crate) namespace: Name,
     /// The pod name, cut to a bound.
-    pub(crate) instance: String,
+    pub(crate) instance: Name,
 }
 
 impl InstanceKey {
@@ -210,7 +215,7 @@ impl InstanceKey {
     /// The instance as an object: its pod, which instance signals are about.
     pub(crate) fn pod(&self) -> ObjectRef {
         ObjectRef {
-            kind: "Pod".to_string(),
+            kind: Name::const_new("Pod"),
             namespace: self.namespace.clone(),
             name: self.instance.clone(),
             ..ObjectRef::default()

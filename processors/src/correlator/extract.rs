@@ -17,7 +17,7 @@ use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 
 use super::events::{
-    Counter, CounterEvent, Event, GaugeEvent, Nanos, ObjectEvent, ObjectEventKind, ObjectRef,
+    Counter, CounterEvent, Event, GaugeEvent, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectRef,
     ObjectState, OperatorRef, Outcome, Reconcile, Write,
 };
 use crate::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_str};
@@ -59,12 +59,10 @@ impl<'a> Source<'a> {
         let resource = resource.map_or(&[][..], |r| &r.attributes);
         Self {
             operator: OperatorRef {
-                name: get_str(resource, OPERATOR_NAME)
-                    .unwrap_or_default()
-                    .to_string(),
+                name: get_str(resource, OPERATOR_NAME).unwrap_or_default().into(),
                 namespace: get_str(resource, K8S_NAMESPACE_NAME)
                     .unwrap_or_default()
-                    .to_string(),
+                    .into(),
             },
             instance: get_str(resource, K8S_POD_NAME).unwrap_or_default(),
         }
@@ -254,10 +252,13 @@ fn point_value(point: &NumberDataPoint) -> Option<f64> {
 /// itself.
 fn actor_operator(actor: &str) -> OperatorRef {
     match operator_of_user(actor) {
-        Some((namespace, name)) => OperatorRef { name, namespace },
+        Some((namespace, name)) => OperatorRef {
+            name: name.into(),
+            namespace: namespace.into(),
+        },
         None => OperatorRef {
-            name: actor.to_string(),
-            namespace: String::new(),
+            name: actor.into(),
+            namespace: Name::default(),
         },
     }
 }
@@ -265,7 +266,7 @@ fn actor_operator(actor: &str) -> OperatorRef {
 /// An object from the five values of a record's object or API attributes.
 fn object(fields: &[Option<&Value>; 5]) -> ObjectRef {
     let [group, kind, resource, namespace, name] =
-        fields.map(|value| as_str(value).unwrap_or_default().to_string());
+        fields.map(|value| Name::from(as_str(value).unwrap_or_default()));
     ObjectRef {
         group,
         kind,

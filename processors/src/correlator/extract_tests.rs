@@ -547,7 +547,7 @@ fn the_operator_is_the_api_actor_when_the_record_names_one() {
         operator_of(Some("kubernetes-admin"), &apiserver),
         OperatorRef {
             name: "kubernetes-admin".into(),
-            namespace: String::new(),
+            namespace: Name::default(),
         }
     );
     assert_eq!(operator_of(None, KUBERAY), kuberay());

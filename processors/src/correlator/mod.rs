@@ -36,7 +36,9 @@ mod tests;
 
 pub use config::CorrelatorConfig;
 pub use conflict_detector::ConflictConfig;
-pub use events::{Event, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, OperatorRef};
+pub use events::{
+    Event, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, OperatorRef,
+};
 pub use finalizer_detector::FinalizerConfig;
 pub use leak_detector::ResourceLeakConfig;
 pub use loop_detector::LoopConfig;

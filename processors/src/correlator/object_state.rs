@@ -325,10 +325,18 @@ impl TrackedObject {
             &self.object.name,
             &self.operator.name,
             &self.operator.namespace,
-            &self.controller,
         ];
+        // A name of up to 24 bytes is held inline, in the struct's own size.
+        let heap = |name: &&super::events::Name| {
+            if name.is_heap_allocated() {
+                name.capacity()
+            } else {
+                0
+            }
+        };
         std::mem::size_of::<Self>()
-            + names.iter().map(|name| name.capacity()).sum::<usize>()
+            + names.iter().map(heap).sum::<usize>()
+            + self.controller.capacity()
             + self.reconciles.footprint()
             + self.reconcile_loop.footprint()
             + self.conflict.footprint()

@@ -9,7 +9,7 @@ use hashbrown::{Equivalent, HashMap};
 use super::events::ObjectRef;
 use crate::kinds::push_plural_of_kind;
 
-use super::events::{Nanos, ObjectKey};
+use super::events::{Name, Nanos, ObjectKey};
 use super::object_state::{Settlement, TrackedObject};
 use super::scheduler::DueQueue;
 
@@ -49,7 +49,7 @@ pub(crate) struct ObjectTable {
     /// Where a lookup's lowercase resource is written.
     scratch: String,
     /// The last kind looked up and its plural: events come in runs of one kind.
-    plural: (String, String),
+    plural: (Name, String),
     /// Eviction and expiry order: idle before retained, then least recently seen.
     order: BTreeSet<(bool, Nanos, usize)>,
     due: DueQueue,
@@ -64,7 +64,7 @@ impl ObjectTable {
             free: Vec::new(),
             index: HashMap::with_hasher(RandomState::default()),
             scratch: String::new(),
-            plural: (String::new(), String::new()),
+            plural: (Name::default(), String::new()),
             order: BTreeSet::new(),
             due: DueQueue::default(),
             dirty: Vec::new(),

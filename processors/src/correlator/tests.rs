@@ -125,7 +125,7 @@ fn the_least_recently_seen_object_is_evicted_at_the_cap() {
     let mut names: Vec<String> = correlator
         .objects
         .entries()
-        .map(|e| e.key.name.clone())
+        .map(|e| e.key.name.to_string())
         .collect();
     names.sort();
     assert_eq!(names, ["a", "d", "e"]);
