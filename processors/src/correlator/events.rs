@@ -140,9 +140,9 @@ pub enum ObjectEventKind {
 /// one reconcile arrive separately, and its outcome often comes last.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reconcile {
-    pub controller: String,
+    pub controller: Name,
     /// The operator pod that ran it.
-    pub instance: String,
+    pub instance: Name,
     /// Empty when the source has no id; then every record is one reconcile.
     pub reconcile_id: String,
     pub trace_id: String,
@@ -169,12 +169,12 @@ pub enum Outcome {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Write {
     /// The user or service account that wrote; empty when unknown.
-    pub actor: String,
-    pub instance: String,
+    pub actor: Name,
+    pub instance: Name,
     /// create, update, patch, delete.
-    pub verb: String,
+    pub verb: Name,
     /// `status`, or empty for the main resource.
-    pub subresource: String,
+    pub subresource: Name,
     /// HTTP status code; 0 when unknown.
     pub code: u16,
     pub reconcile_id: String,

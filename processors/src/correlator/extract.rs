@@ -420,8 +420,8 @@ impl Record<'_> {
             _ => (None, None),
         };
         Reconcile {
-            controller: as_str(tagged.controller).unwrap_or_default().to_string(),
-            instance: self.source.instance.to_string(),
+            controller: as_str(tagged.controller).unwrap_or_default().into(),
+            instance: self.source.instance.into(),
             reconcile_id: reconcile_id.to_string(),
             trace_id: self.trace_hex().unwrap_or_default().to_string(),
             start,
@@ -439,10 +439,10 @@ impl Record<'_> {
         }
         let code = as_i64(tagged.code).or_else(|| as_i64(tagged.code_old));
         Some(Write {
-            actor: as_str(tagged.actor).unwrap_or_default().to_string(),
-            instance: self.source.instance.to_string(),
-            verb: verb.to_string(),
-            subresource: as_str(tagged.subresource).unwrap_or_default().to_string(),
+            actor: as_str(tagged.actor).unwrap_or_default().into(),
+            instance: self.source.instance.into(),
+            verb: verb.into(),
+            subresource: as_str(tagged.subresource).unwrap_or_default().into(),
             code: code.and_then(|c| u16::try_from(c).ok()).unwrap_or(0),
             reconcile_id: reconcile_id.to_string(),
             generation: as_i64(tagged.generation),

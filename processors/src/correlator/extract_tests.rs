@@ -351,7 +351,7 @@ fn an_api_call_span_in_a_reconcile_is_news_of_it_and_a_write_on_its_target() {
     assert_eq!(
         write_of(write),
         &Write {
-            actor: String::new(),
+            actor: Name::default(),
             instance: POD.into(),
             verb: "patch".into(),
             subresource: "status".into(),

@@ -7,8 +7,8 @@ use super::compact::{bound_operator, bounded, hash_text};
 use super::config::CorrelatorConfig;
 use super::conflict_detector::{self, ConflictState};
 use super::events::{
-    Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, ObjectState, OperatorRef, Outcome,
-    Reconcile, Write,
+    Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, ObjectState, OperatorRef,
+    Outcome, Reconcile, Write,
 };
 use super::finalizer_detector::{self, FinalizerState};
 use super::lifecycle::{SignalTrack, Subject, step};
@@ -58,7 +58,7 @@ impl ObjectSignals {
 pub(crate) struct TrackedObject {
     object: ObjectRef,
     operator: OperatorRef,
-    controller: String,
+    controller: Name,
     reconciles: RecentReconciles,
     /// Reconcile records were seen; writes no longer stand for reconciles.
     reconciles_reported: bool,
@@ -73,7 +73,7 @@ impl TrackedObject {
         Self {
             object: object.clone(),
             operator: OperatorRef::default(),
-            controller: String::new(),
+            controller: Name::default(),
             reconciles: RecentReconciles::default(),
             reconciles_reported: false,
             reconcile_loop: LoopState::new(&config.reconcile_loop),
@@ -325,9 +325,10 @@ impl TrackedObject {
             &self.object.name,
             &self.operator.name,
             &self.operator.namespace,
+            &self.controller,
         ];
         // A name of up to 24 bytes is held inline, in the struct's own size.
-        let heap = |name: &&super::events::Name| {
+        let heap = |name: &&Name| {
             if name.is_heap_allocated() {
                 name.capacity()
             } else {
@@ -336,7 +337,6 @@ impl TrackedObject {
         };
         std::mem::size_of::<Self>()
             + names.iter().map(heap).sum::<usize>()
-            + self.controller.capacity()
             + self.reconciles.footprint()
             + self.reconcile_loop.footprint()
             + self.conflict.footprint()
