@@ -301,25 +301,28 @@ impl Record<'_> {
         } else {
             &tagged.object
         };
-        let mut said: Vec<(bool, ObjectEventKind)> = Vec::new();
-        if reconciles && reconciled {
-            said.push((
-                false,
-                ObjectEventKind::Reconcile(self.reconcile(reconcile_id)),
-            ));
-        }
-        if subject_known && !is_heartbeat(subject_fields) {
-            if let Some(write) = self.write(reconcile_id) {
-                said.push((true, ObjectEventKind::Write(write)));
-            }
-            if let Some(state) = self.state() {
-                said.push((true, ObjectEventKind::State(state)));
-            }
-            if as_bool(tagged.gone) == Some(true) {
-                said.push((true, ObjectEventKind::Gone));
-            }
-        }
-        if said.is_empty() {
+        // What the record says, each with whether it is about the subject: at most one
+        // event of each kind, kept on the stack rather than in a vector per record.
+        let about_subject = subject_known && !is_heartbeat(subject_fields);
+        let said = [
+            (reconciles && reconciled).then(|| {
+                (
+                    false,
+                    ObjectEventKind::Reconcile(self.reconcile(reconcile_id)),
+                )
+            }),
+            about_subject
+                .then(|| self.write(reconcile_id))
+                .flatten()
+                .map(|write| (true, ObjectEventKind::Write(write))),
+            about_subject
+                .then(|| self.state())
+                .flatten()
+                .map(|state| (true, ObjectEventKind::State(state))),
+            (about_subject && as_bool(tagged.gone) == Some(true))
+                .then_some((true, ObjectEventKind::Gone)),
+        ];
+        if said.iter().all(Option::is_none) {
             return;
         }
         // The objects, the operator and the evidence reference are only made for
@@ -328,7 +331,7 @@ impl Record<'_> {
         let mut subject = targeted.then(|| object(&tagged.api));
         let mut operator = self.operator();
         let evidence: Option<Arc<str>> = self.evidence().map(Arc::from);
-        let mut said = said.into_iter().peekable();
+        let mut said = said.into_iter().flatten().peekable();
         while let Some((about_subject, kind)) = said.next() {
             let object = match (about_subject, subject.is_some(), reconciled.is_some()) {
                 (true, true, _) | (_, true, false) => &mut subject,
