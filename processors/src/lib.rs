@@ -18,6 +18,7 @@ pub mod config;
 pub mod correlator;
 pub mod kinds;
 pub mod memory_limiter;
+pub mod name;
 pub mod processor;
 pub mod resource;
 pub mod semconv;

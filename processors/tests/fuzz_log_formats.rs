@@ -203,8 +203,9 @@ proptest! {
         prop_assert!(path.is_some(), "{url}");
         let path = path.unwrap_or_default();
         prop_assert_eq!(
-            (path.group, path.version, path.namespace, path.resource, path.name, path.subresource),
-            (group, version, namespace, resource, name, subresource)
+            [path.group, path.version, path.namespace, path.resource, path.name, path.subresource]
+                .map(String::from),
+            [group, version, namespace, resource, name, subresource]
         );
     }
 

@@ -14,10 +14,7 @@ pub type Nanos = u64;
 
 pub const NANOS_PER_SECOND: u64 = 1_000_000_000;
 
-/// A name of Kubernetes: an object's, its kind's, its namespace's, an operator's.
-/// Most are short, and up to 24 bytes are kept inline: a name costs no allocation
-/// to copy out of a record into every event, or to keep per tracked object.
-pub type Name = compact_str::CompactString;
+pub use crate::name::Name;
 
 /// An object as sources describe it. Any of `kind`/`resource` may be known.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 use opscope_proto::otlp::common::v1::KeyValue;
 
 use crate::attributes::{get_i64, get_str};
+use crate::name::Name;
 use crate::semconv::{
     HTTP_METHOD_OLD, HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, HTTP_STATUS_CODE_OLD,
     HTTP_URL_OLD, URL_FULL, URL_PATH, URL_QUERY,
@@ -28,16 +29,16 @@ const APISERVER_NAME: &str = "name";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiPath {
     /// Empty for the core group (`/api/v1`).
-    pub group: String,
-    pub version: String,
+    pub group: Name,
+    pub version: Name,
     /// Lowercase plural: `pods`, `rayjobs`.
-    pub resource: String,
+    pub resource: Name,
     /// Empty for cluster-scoped objects and cluster-wide collections.
-    pub namespace: String,
+    pub namespace: Name,
     /// Empty for collections.
-    pub name: String,
+    pub name: Name,
     /// `status`, `finalize`, `scale`…; empty for the object itself.
-    pub subresource: String,
+    pub subresource: Name,
     /// The deprecated `/watch/` path form.
     pub watch: bool,
 }
@@ -57,8 +58,8 @@ pub fn parse_api_path(path_or_url: &str) -> Option<ApiPath> {
     let path = path_of(path_or_url)?;
     let mut segments = path.split('/').filter(|segment| !segment.is_empty());
     let (group, version) = match segments.next()? {
-        "api" => (String::new(), segments.next()?),
-        "apis" => (segments.next()?.to_string(), segments.next()?),
+        "api" => (Name::default(), segments.next()?),
+        "apis" => (Name::from(segments.next()?), segments.next()?),
         _ => return None,
     };
     if !is_version(version) {
@@ -71,7 +72,7 @@ pub fn parse_api_path(path_or_url: &str) -> Option<ApiPath> {
     };
     let mut api_path = object_of(object_segments)?;
     api_path.group = group;
-    api_path.version = version.to_string();
+    api_path.version = version.into();
     api_path.watch = watch;
     Some(api_path)
 }
@@ -157,11 +158,11 @@ fn apiserver_call(attributes: &[KeyValue]) -> Option<ApiCall> {
 }
 
 /// Sets an empty field from an attribute, skipping the apiserver's `unknown`.
-fn fill_known(field: &mut String, value: Option<&str>) {
+fn fill_known(field: &mut Name, value: Option<&str>) {
     if let Some(value) = value.filter(|v| *v != "unknown")
         && field.is_empty()
     {
-        *field = value.to_string();
+        *field = value.into();
     }
 }
 
@@ -231,7 +232,7 @@ fn object_of(segments: &[&str]) -> Option<ApiPath> {
     match segments {
         ["namespaces", namespace, resource, tail @ ..] if !is_namespace_subresource(resource) => {
             let mut api_path = resource_path(resource, tail);
-            api_path.namespace = (*namespace).to_string();
+            api_path.namespace = (*namespace).into();
             Some(api_path)
         }
         [resource, tail @ ..] => Some(resource_path(resource, tail)),
@@ -244,9 +245,9 @@ fn is_namespace_subresource(segment: &str) -> bool {
 }
 
 fn resource_path(resource: &str, tail: &[&str]) -> ApiPath {
-    let part = |index: usize| tail.get(index).map(|s| (*s).to_string());
+    let part = |index: usize| tail.get(index).map(|s| Name::from(*s));
     ApiPath {
-        resource: resource.to_string(),
+        resource: resource.into(),
         name: part(0).unwrap_or_default(),
         subresource: part(1).unwrap_or_default(),
         ..ApiPath::default()
@@ -482,7 +483,7 @@ mod tests {
         assert_eq!(patch.verb, "patch", "APPLY is a patch");
         assert_eq!(patch.path, {
             let mut p = path("ray.io", "rayclusters", "ml", "train-raycluster", "");
-            p.version = String::new();
+            p.version = Name::default();
             p
         });
     }
