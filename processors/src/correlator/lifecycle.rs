@@ -20,8 +20,9 @@ pub(crate) fn severity_for(measured: f64, threshold: f64) -> Severity {
 }
 
 /// What a detector finds while its signal holds. A firing signal is evaluated on
-/// every batch, so what a finding says is borrowed (static names, the detector's
-/// evidence) and copied into the signal only when it changed.
+/// every batch, so what a finding says is borrowed where it can be (static causes,
+/// hints and figure names, the detector's evidence) and copied into the signal
+/// only when it changed. Figures have distinct names.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Finding<'a> {
     pub(crate) cause: Cow<'a, str>,

@@ -49,7 +49,7 @@ pub(crate) struct ObjectTable {
     /// Where a lookup's lowercase resource is written.
     scratch: String,
     /// The last kind looked up and its plural: events come in runs of one kind.
-    plural: (Name, String),
+    plural: Option<(Name, String)>,
     /// Eviction and expiry order: idle before retained, then least recently seen.
     order: BTreeSet<(bool, Nanos, usize)>,
     due: DueQueue,
@@ -64,7 +64,7 @@ impl ObjectTable {
             free: Vec::new(),
             index: HashMap::with_hasher(RandomState::default()),
             scratch: String::new(),
-            plural: (Name::default(), String::new()),
+            plural: None,
             order: BTreeSet::new(),
             due: DueQueue::default(),
             dirty: Vec::new(),
@@ -115,12 +115,12 @@ impl ObjectTable {
     /// The slot of the object, found without making its key.
     fn find(&mut self, object: &ObjectRef) -> Option<usize> {
         let resource = if object.resource.is_empty() {
-            let (kind, plural) = &mut self.plural;
-            if *kind != object.kind {
-                kind.clone_from(&object.kind);
-                plural.clear();
-                push_plural_of_kind(kind, plural);
-            }
+            let cached = self.plural.take().filter(|(kind, _)| *kind == object.kind);
+            let (_, plural) = self.plural.insert(cached.unwrap_or_else(|| {
+                let mut plural = String::new();
+                push_plural_of_kind(&object.kind, &mut plural);
+                (object.kind.clone(), plural)
+            }));
             plural.as_str()
         } else if object.resource.bytes().any(|b| b.is_ascii_uppercase()) {
             self.scratch.clear();

@@ -123,7 +123,10 @@ impl<B: Bucket> BucketRing<B> {
     fn move_to(&mut self, newest: u64, number: u64) {
         let stale = usize::try_from((number - newest).min(self.len())).unwrap_or_default();
         let start = self.position(newest + 1);
+        self.newest = Some(number);
         let Some((before, from)) = self.buckets.split_at_mut_checked(start) else {
+            // Not reached: a position is within the ring. Were it, the ring starts over.
+            self.buckets.fill(B::default());
             return;
         };
         let wrapped = stale.saturating_sub(from.len());
@@ -134,7 +137,6 @@ impl<B: Bucket> BucketRing<B> {
         {
             *bucket = B::default();
         }
-        self.newest = Some(number);
     }
 
     fn len(&self) -> u64 {

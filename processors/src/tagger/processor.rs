@@ -23,7 +23,7 @@ use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::trace_map::{ReconcileContext, TraceMap};
+use super::trace_map::{CONTEXT_NAMES, ReconcileContext, TraceMap};
 use crate::attributes::{array_value, get_str, insert, set, set_str, string_value};
 use crate::config::{FieldError, duration};
 use crate::semconv::*;
@@ -287,9 +287,10 @@ fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
             .or_else(|| get_str(attributes, key))
             .unwrap_or_default()
     }
-    let name = |found, key| found_or(found, &span.attributes, key);
+    let found_or_written = |found, key| found_or(found, &span.attributes, key);
     let span_id;
-    let reconcile_id = match name(&facts.reconcile_id, RECONCILE_ID) {
+    // An empty id is no id: the reconcile is then known by its span's id.
+    let reconcile_id = match found_or_written(&facts.reconcile_id, RECONCILE_ID) {
         "" => {
             span_id = hex::encode(&span.span_id);
             span_id.as_str()
@@ -298,16 +299,16 @@ fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
     };
     Some(ReconcileContext::new([
         reconcile_id,
-        name(&facts.controller, CONTROLLER),
-        name(&facts.group, OBJECT_GROUP),
-        name(&facts.kind, OBJECT_KIND),
-        name(&facts.namespace, OBJECT_NAMESPACE),
-        name(&facts.name, OBJECT_NAME),
+        found_or_written(&facts.controller, CONTROLLER),
+        found_or_written(&facts.group, OBJECT_GROUP),
+        found_or_written(&facts.kind, OBJECT_KIND),
+        found_or_written(&facts.namespace, OBJECT_NAMESPACE),
+        found_or_written(&facts.name, OBJECT_NAME),
     ]))
 }
 
 /// Attributes [`write_context`] writes at most.
-const CONTEXT_ATTRIBUTES: usize = 6;
+const CONTEXT_ATTRIBUTES: usize = CONTEXT_NAMES;
 /// Attributes [`write_api_call`] writes at most.
 const API_CALL_ATTRIBUTES: usize = 8;
 

@@ -520,6 +520,21 @@ fn a_reconcile_root_tags_children_before_and_after_it_and_no_other_trace() {
 }
 
 #[test]
+fn an_empty_reconcile_id_is_no_id_and_the_root_span_names_the_reconcile() {
+    let mut root = span("reconcile").attr(RECONCILE_ID, "");
+    for (key, value) in RAYJOB_TRAIN {
+        root = root.attr(key, value);
+    }
+    let request = tagged_traces(traces(
+        KUBERAY_POD,
+        [root.ids(1, 1), span("child").ids(1, 2).parent(1)],
+    ));
+    let child = &span_named(&request, "child").attributes;
+    assert_strings(child, &[(RECONCILE_ID, ROOT_1)]);
+    assert_strings(child, RAYJOB_TRAIN);
+}
+
+#[test]
 fn every_shape_of_reconcile_root_names_its_reconcile_and_object() {
     let cases: [(&str, SpanBuilder, Pairs); 4] = [
         (

@@ -14,16 +14,22 @@ use foldhash::{HashMap, HashMapExt};
 pub struct ReconcileContext {
     names: Box<str>,
     /// Where each name ends in `names`.
-    ends: [usize; 6],
+    ends: [u32; CONTEXT_NAMES],
 }
 
+/// The names of a [`ReconcileContext`].
+pub const CONTEXT_NAMES: usize = 6;
+
 impl ReconcileContext {
-    /// From the reconcile id, controller, group, kind, namespace and name.
-    pub fn new(names: [&str; 6]) -> Self {
+    /// From the reconcile id, controller, group, kind, namespace and name. A name is
+    /// cut where the six together would pass 4 GiB, which no record holds.
+    pub fn new(names: [&str; CONTEXT_NAMES]) -> Self {
         let mut joined = String::with_capacity(names.iter().map(|name| name.len()).sum());
         let ends = names.map(|name| {
-            joined.push_str(name);
-            joined.len()
+            if u32::try_from(joined.len() + name.len()).is_ok() {
+                joined.push_str(name);
+            }
+            u32::try_from(joined.len()).unwrap_or(u32::MAX)
         });
         Self {
             names: joined.into_boxed_str(),
@@ -32,9 +38,10 @@ impl ReconcileContext {
     }
 
     /// The reconcile id, controller, group, kind, namespace and name.
-    pub fn names(&self) -> [&str; 6] {
+    pub fn names(&self) -> [&str; CONTEXT_NAMES] {
         let mut start = 0;
         self.ends.map(|end| {
+            let end = end as usize;
             let name = self.names.get(start..end).unwrap_or_default();
             start = end;
             name
@@ -42,7 +49,8 @@ impl ReconcileContext {
     }
 
     pub fn reconcile_id(&self) -> &str {
-        self.names()[0]
+        let [reconcile_id, ..] = self.names();
+        reconcile_id
     }
 }
 

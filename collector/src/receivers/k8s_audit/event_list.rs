@@ -107,14 +107,24 @@ impl<'a> EventList<'a> {
     }
 }
 
-/// Whether `raw` may hold an escaped UTF-16 surrogate (`\ud800`–`\udfff`). Reading
-/// the header skips the fields it does not name without decoding their strings, so
-/// a lone surrogate there passes, though no JSON reader could decode the event the
-/// records carry on. Only events that may hold one are decoded whole to check.
+/// Whether `raw` may hold an escaped UTF-16 surrogate (`\ud800`–`\udfff`, any case).
+/// Reading the header skips the fields it does not name without decoding their
+/// strings, so a lone surrogate there passes, though no JSON reader could decode
+/// the event the records carry on. Only events that may hold one (an escaped
+/// backslash before `ud8…` is a false alarm, cleared by the decoding) are decoded
+/// whole to check.
 fn may_escape_surrogate(raw: &str) -> bool {
-    raw.as_bytes()
-        .windows(3)
-        .any(|window| matches!(window, [b'\\', b'u', b'd' | b'D']))
+    raw.as_bytes().windows(4).any(|window| {
+        matches!(
+            window,
+            [
+                b'\\',
+                b'u',
+                b'd' | b'D',
+                b'8' | b'9' | b'a'..=b'f' | b'A'..=b'F',
+            ]
+        )
+    })
 }
 
 impl AuditEvent<'_> {
