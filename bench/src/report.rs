@@ -9,8 +9,11 @@ use crate::signal::Signal;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScenarioReport {
     pub scenario: String,
-    /// `opscope`, or `peer` for the command given with `--peer`.
+    /// `opscope`, `baseline` for the binary given with `--baseline`, or `peer` for the
+    /// command given with `--peer`.
     pub collector: String,
+    /// Which run of the scenario this is, from 1 (see `--rounds`).
+    pub round: u32,
     pub signal: Signal,
     /// The offered rate in items per second, `None` when as fast as accepted.
     pub offered_rate: Option<f64>,
@@ -50,6 +53,7 @@ impl ScenarioReport {
         };
         put("scenario".into(), json!(self.scenario));
         put("collector".into(), json!(self.collector));
+        put("round".into(), json!(self.round));
         put("signal".into(), json!(unit));
         put("offered_per_second".into(), json!(self.offered_rate));
         put(
@@ -113,6 +117,7 @@ pub fn keys(unit: &str) -> Vec<String> {
     let mut keys: Vec<String> = [
         "scenario",
         "collector",
+        "round",
         "signal",
         "offered_per_second",
         "window_seconds",
@@ -147,6 +152,7 @@ mod tests {
         ScenarioReport {
             scenario: "traces_full".into(),
             collector: "opscope".into(),
+            round: 1,
             signal,
             offered_rate: None,
             window_seconds: 10.0,

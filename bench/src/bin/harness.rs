@@ -1,7 +1,8 @@
 //! `harness`: runs each scenario against the release `opscope` binary (and, with
-//! `--peer`, against another collector): a generated config on free loopback ports,
-//! the load generator in front, a null OTLP sink behind, the collector's CPU and
-//! memory read from /proc, and one JSON line per scenario and collector on stdout.
+//! `--baseline`, another opscope binary, or, with `--peer`, another collector): a
+//! generated config on free loopback ports, the load generator in front, a null OTLP
+//! sink behind, the collector's CPU and memory read from /proc, and one JSON line
+//! per scenario, round and collector on stdout.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,14 @@ struct Args {
     /// its output taken.
     #[arg(long)]
     opscope: Option<PathBuf>,
+    /// Also run each scenario, with the same config, against this other opscope
+    /// binary (another build, to compare two builds on one machine).
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Runs of each scenario. Each round runs every collector once, one after the
+    /// other, so that the drift of a shared machine falls on all of them alike.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Seconds of measured load per scenario, instead of the scenario's own.
     #[arg(long)]
     duration: Option<f64>,
@@ -61,6 +70,8 @@ struct Args {
 /// A collector under test: how to start it for a scenario.
 enum Collector {
     Opscope(PathBuf),
+    /// Another opscope binary, started with the same config.
+    Baseline(PathBuf),
     Peer(String),
 }
 
@@ -68,6 +79,7 @@ impl Collector {
     fn name(&self) -> &'static str {
         match self {
             Collector::Opscope(_) => "opscope",
+            Collector::Baseline(_) => "baseline",
             Collector::Peer(_) => "peer",
         }
     }
@@ -81,7 +93,7 @@ impl Collector {
         let stderr =
             std::fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
         let mut command = match self {
-            Collector::Opscope(binary) => {
+            Collector::Opscope(binary) | Collector::Baseline(binary) => {
                 let config =
                     std::env::temp_dir().join(format!("opscope-bench-{}.yaml", scenario.name));
                 std::fs::write(
@@ -148,6 +160,14 @@ fn main() -> anyhow::Result<()> {
             .collect::<anyhow::Result<_>>()?
     };
     let mut collectors = vec![Collector::Opscope(opscope_binary(args.opscope.clone())?)];
+    if let Some(baseline) = &args.baseline {
+        anyhow::ensure!(
+            baseline.is_file(),
+            "no baseline binary at {}",
+            baseline.display()
+        );
+        collectors.push(Collector::Baseline(baseline.clone()));
+    }
     collectors.extend(args.peer.clone().map(Collector::Peer));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -166,14 +186,17 @@ fn main() -> anyhow::Result<()> {
             scenario.batch,
             CEILING_CPU_SECONDS,
         )?;
-        for collector in &collectors {
-            let report = runtime.block_on(run(
-                &scenario,
-                collector,
-                &args,
-                codec.items_per_cpu_second(),
-            ))?;
-            println!("{}", report.json_line());
+        for round in 1..=args.rounds {
+            for collector in &collectors {
+                let report = runtime.block_on(run(
+                    &scenario,
+                    collector,
+                    &args,
+                    codec.items_per_cpu_second(),
+                ))?;
+                let report = ScenarioReport { round, ..report };
+                println!("{}", report.json_line());
+            }
         }
     }
     Ok(())
@@ -279,6 +302,7 @@ async fn measure(
     Ok(ScenarioReport {
         scenario: scenario.name.into(),
         collector: collector.name().into(),
+        round: 1,
         signal: scenario.signal,
         offered_rate: scenario.rate,
         window_seconds: (window_end_nanos - window_start_nanos) as f64 / 1e9,
