@@ -70,7 +70,7 @@ impl<B: Bucket> BucketRing<B> {
         let last = now / self.width;
         // Bucket numbers both in the window ending at `last` and still held by the
         // ring (the `len` ending at the newest); empty when there is none.
-        let (oldest, count) = match self.newest {
+        let (oldest, held) = match self.newest {
             Some(newest) => {
                 let oldest_in_window = (last + 1).saturating_sub(len);
                 let oldest = oldest_in_window.max((newest + 1).saturating_sub(len));
@@ -88,7 +88,7 @@ impl<B: Bucket> BucketRing<B> {
             usize::try_from((oldest + len).saturating_sub(last + 1)).unwrap_or_default();
         from.iter()
             .chain(before)
-            .take(usize::try_from(count).unwrap_or_default())
+            .take(usize::try_from(held).unwrap_or_default())
             .enumerate()
             .map(move |(at, bucket)| (first_place + at, bucket))
     }
