@@ -9,7 +9,6 @@ use std::time::Duration;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
-use opscope_proto::otlp::common::v1::any_value::Value;
 use opscope_proto::otlp::metrics::v1::{
     AggregationTemporality, Metric, NumberDataPoint, metric::Data, number_data_point,
 };
@@ -28,6 +27,7 @@ use crate::timestamp::parse_rfc3339;
 
 use super::leak_detector::watches;
 use super::tagged::Tagged;
+use crate::tagger::api::{ApiCall, api_call_from_span};
 
 const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];
 
@@ -35,6 +35,7 @@ const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];
 struct Record<'a> {
     source: &'a Source<'a>,
     tagged: Tagged<'a>,
+    target: Target<'a>,
     time: Nanos,
     /// Span start and duration; `None` for log records.
     span: Option<(Nanos, Duration)>,
@@ -44,6 +45,44 @@ struct Record<'a> {
     failed: Option<&'a str>,
     /// The trace id in hex, made once for the evidence and the reconcile.
     trace_hex: OnceCell<Option<String>>,
+}
+
+/// The API call a record shows, if any: the names of the object it addresses (group,
+/// kind, resource, namespace, name), its verb and its subresource.
+#[derive(Debug, Default, Clone, Copy)]
+struct Target<'a> {
+    object: [Option<&'a str>; 5],
+    verb: Option<&'a str>,
+    subresource: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    /// As the tagger wrote it (`k8s.api.*`).
+    fn tagged(tagged: &Tagged<'a>) -> Self {
+        Self {
+            object: tagged.api.map(as_str),
+            verb: as_str(tagged.verb),
+            subresource: as_str(tagged.subresource),
+        }
+    }
+
+    /// As a span's HTTP attributes show it; what the path leaves out is unknown, as
+    /// the tagger leaves it unwritten.
+    fn called(call: &'a ApiCall) -> Self {
+        let path = &call.path;
+        let known = |name: &'a str| (!name.is_empty()).then_some(name);
+        Self {
+            object: [
+                known(&path.group),
+                None,
+                known(&path.resource),
+                known(&path.namespace),
+                known(&path.name),
+            ],
+            verb: Some(call.verb),
+            subresource: known(&path.subresource),
+        }
+    }
 }
 
 /// What the resource of a batch's records says of all of them, read once.
@@ -82,9 +121,20 @@ pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
                 span.end_time_unix_nano
                     .saturating_sub(span.start_time_unix_nano),
             );
+            let tagged = Tagged::read(&span.attributes);
+            // A span tagged without the call's `k8s.api.*` attributes (the tagger's
+            // `api_attributes: false`, or another tagger) shows it by its HTTP ones.
+            let call = tagged
+                .verb
+                .is_none()
+                .then(|| api_call_from_span(&span.attributes))
+                .flatten();
             let record = Record {
                 source: &source,
-                tagged: Tagged::read(&span.attributes),
+                target: call
+                    .as_ref()
+                    .map_or_else(|| Target::tagged(&tagged), Target::called),
+                tagged,
                 time: span.end_time_unix_nano.max(span.start_time_unix_nano),
                 span: Some((span.start_time_unix_nano, duration)),
                 trace_id: &span.trace_id,
@@ -106,9 +156,11 @@ pub fn from_logs(request: &ExportLogsServiceRequest, out: &mut Vec<Event>) {
             } else {
                 log.observed_time_unix_nano
             };
+            let tagged = Tagged::read(&log.attributes);
             let record = Record {
                 source: &source,
-                tagged: Tagged::read(&log.attributes),
+                target: Target::tagged(&tagged),
+                tagged,
                 time,
                 span: None,
                 trace_id: &log.trace_id,
@@ -264,9 +316,9 @@ fn actor_operator(actor: &str) -> OperatorRef {
 }
 
 /// An object from the five values of a record's object or API attributes.
-fn object(fields: &[Option<&Value>; 5]) -> ObjectRef {
+fn object(fields: &[Option<&str>; 5]) -> ObjectRef {
     let [group, kind, resource, namespace, name] =
-        fields.map(|value| Name::from(as_str(value).unwrap_or_default()));
+        fields.map(|value| Name::from(value.unwrap_or_default()));
     ObjectRef {
         group,
         kind,
@@ -278,8 +330,8 @@ fn object(fields: &[Option<&Value>; 5]) -> ObjectRef {
 
 /// Whether the values name an object: a name, and a kind or a resource (as
 /// [`ObjectRef::is_known`] says of the object they make).
-fn names_object(fields: &[Option<&Value>; 5]) -> bool {
-    let [_, kind, resource, _, name] = fields.map(|value| as_str(value).is_some());
+fn names_object(fields: &[Option<&str>; 5]) -> bool {
+    let [_, kind, resource, _, name] = fields.map(|value| value.is_some());
     name && (kind || resource)
 }
 
@@ -292,14 +344,15 @@ impl Record<'_> {
         let tagged = &self.tagged;
         let reconcile_id = as_str(tagged.reconcile_id).unwrap_or_default();
         let reconciles = !reconcile_id.is_empty() || tagged.record() == Some(RECORD_RECONCILE);
-        let reconciled = names_object(&tagged.object);
-        let targeted = names_object(&tagged.api);
+        let reconciled_fields = tagged.object.map(as_str);
+        let reconciled = names_object(&reconciled_fields);
+        let targeted = names_object(&self.target.object);
         // The object a write or a state is about: the API call's, else the reconciled one.
         let subject_known = targeted || reconciled;
         let subject_fields = if targeted {
-            &tagged.api
+            &self.target.object
         } else {
-            &tagged.object
+            &reconciled_fields
         };
         // What the record says, each with whether it is about the subject: at most one
         // event of each kind, kept on the stack rather than in a vector per record.
@@ -327,8 +380,8 @@ impl Record<'_> {
         }
         // The objects, the operator and the evidence reference are only made for
         // records that say something.
-        let mut reconciled = reconciled.then(|| object(&tagged.object));
-        let mut subject = targeted.then(|| object(&tagged.api));
+        let mut reconciled = reconciled.then(|| object(&reconciled_fields));
+        let mut subject = targeted.then(|| object(&self.target.object));
         let mut operator = self.operator();
         let evidence: Option<Arc<str>> = self.evidence().map(Arc::from);
         let mut said = said.into_iter().flatten().peekable();
@@ -436,7 +489,7 @@ impl Record<'_> {
 
     fn write(&self, reconcile_id: &str) -> Option<Write> {
         let tagged = &self.tagged;
-        let verb = as_str(tagged.verb)?;
+        let verb = self.target.verb?;
         if !WRITE_VERBS.contains(&verb) {
             return None;
         }
@@ -445,7 +498,7 @@ impl Record<'_> {
             actor: as_str(tagged.actor).unwrap_or_default().into(),
             instance: self.source.instance.into(),
             verb: verb.into(),
-            subresource: as_str(tagged.subresource).unwrap_or_default().into(),
+            subresource: self.target.subresource.unwrap_or_default().into(),
             code: code.and_then(|c| u16::try_from(c).ok()).unwrap_or(0),
             reconcile_id: reconcile_id.to_string(),
             generation: as_i64(tagged.generation),
@@ -473,8 +526,8 @@ impl Record<'_> {
 
 /// Leases (leader election renews one every few seconds) and Events are written
 /// on a schedule by design: their writes are not an object's reconciles.
-fn is_heartbeat(fields: &[Option<&Value>; 5]) -> bool {
-    let [_, kind, resource, _, _] = fields.map(as_str);
+fn is_heartbeat(fields: &[Option<&str>; 5]) -> bool {
+    let [_, kind, resource, _, _] = *fields;
     let resource = match resource {
         Some(resource) => resource.to_ascii_lowercase(),
         None => plural_of_kind(kind.unwrap_or_default()),

@@ -956,6 +956,48 @@ fn a_failed_reconcile_trace_tagged_then_extracted_is_one_reconcile_that_failed()
 }
 
 #[test]
+fn spans_tagged_without_the_api_attributes_give_the_same_events() {
+    let fixtures = [
+        SPANS_409,
+        include_str!("../../tests/fixtures/spans/otelhttp_client_old_conventions.json"),
+        include_str!("../../tests/fixtures/spans/kube_apiserver_handlers.json"),
+    ];
+    for fixture in fixtures {
+        let events_when = |api_attributes: bool| {
+            let mut request: ExportTraceServiceRequest = from_json(fixture);
+            OperatorTagger::new(&TaggerConfig {
+                api_attributes,
+                ..TaggerConfig::default()
+            })
+            .tag_traces(&mut request);
+            let written = request
+                .resource_spans
+                .iter()
+                .flat_map(|r| &r.scope_spans)
+                .flat_map(|s| &s.spans)
+                .any(|span| get_str(&span.attributes, API_VERB).is_some());
+            let mut events = Vec::new();
+            from_traces(&request, &mut events);
+            (written, events)
+        };
+        let (written, with) = events_when(true);
+        let (left_out, without) = events_when(false);
+        assert!(written && !left_out, "only the default writes k8s.api.*");
+        assert!(
+            with.iter().any(|event| matches!(
+                event,
+                Event::Object(ObjectEvent {
+                    kind: ObjectEventKind::Write(_),
+                    ..
+                })
+            )),
+            "the fixture has writes"
+        );
+        assert_eq!(with, without);
+    }
+}
+
+#[test]
 fn a_log_record_carrying_only_unrelated_attributes_gives_nothing() {
     let untagged = log("Reconcile successful")
         .attr("controller", "rayjob")

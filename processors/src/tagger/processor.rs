@@ -39,6 +39,11 @@ pub struct TaggerConfig {
     pub max_traces: usize,
     #[serde(deserialize_with = "duration")]
     pub trace_ttl: Duration,
+    /// Write what a client span's API call addresses (`k8s.api.*`, `opscope.record:
+    /// api_call`) onto the span. The correlator reads the call from the span's HTTP
+    /// attributes when they are not written; leaving them out makes tagging and export
+    /// cheaper and the stored spans smaller, at the cost of searching by them.
+    pub api_attributes: bool,
 }
 
 impl Default for TaggerConfig {
@@ -47,6 +52,7 @@ impl Default for TaggerConfig {
             operators: Vec::new(),
             max_traces: 10_000,
             trace_ttl: Duration::from_secs(300),
+            api_attributes: true,
         }
     }
 }
@@ -71,6 +77,7 @@ impl TaggerConfig {
 pub struct OperatorTagger {
     operators: Arc<OperatorResolver>,
     traces: Arc<Mutex<TraceMap>>,
+    api_attributes: bool,
 }
 
 impl OperatorTagger {
@@ -81,6 +88,7 @@ impl OperatorTagger {
                 config.max_traces,
                 config.trace_ttl.as_nanos().min(u64::MAX as u128) as u64,
             ))),
+            api_attributes: config.api_attributes,
         }
     }
 
@@ -129,13 +137,16 @@ impl OperatorTagger {
             let context = traces.get(&span.trace_id);
             // Room for what is written below, at once rather than by doubling.
             let adds = context.map_or(0, |_| CONTEXT_ATTRIBUTES)
-                + call.as_ref().map_or(0, |_| API_CALL_ATTRIBUTES);
+                + call
+                    .as_ref()
+                    .filter(|_| self.api_attributes)
+                    .map_or(0, |_| API_CALL_ATTRIBUTES);
             span.attributes.reserve(adds);
             if let Some(context) = context {
                 write_context(&mut span.attributes, context.names());
             }
             let reported = conflicted.contains(span.trace_id.as_slice());
-            tag_api_call(span, call, reported);
+            tag_api_call(span, call, reported, self.api_attributes);
         }
     }
 
@@ -365,8 +376,13 @@ fn traces_with_conflicting_calls(
 /// tagged), and 409 messages in a span's status or events. A span that only repeats
 /// the 409 of a client span of its trace (the reconcile failing with the conflict's
 /// text) is not a second conflict.
-fn tag_api_call(span: &mut Span, call: Option<ApiCall>, conflict_reported_in_trace: bool) {
-    if let Some(call) = &call {
+fn tag_api_call(
+    span: &mut Span,
+    call: Option<ApiCall>,
+    conflict_reported_in_trace: bool,
+    write_call: bool,
+) {
+    if let Some(call) = call.as_ref().filter(|_| write_call) {
         write_api_call(&mut span.attributes, call);
     }
     if call.is_none() && conflict_reported_in_trace {
