@@ -1,5 +1,6 @@
-//! Correlator events from tagged records: reads only the attributes the tagger
-//! writes (see `semconv`), so records tagged by another opscope correlate the same.
+//! Correlator events from tagged records: reads the attributes the tagger writes
+//! (see `semconv`), so records tagged by another opscope correlate the same, and a
+//! client span's HTTP attributes where its API call was not written.
 
 use std::cell::OnceCell;
 use std::fmt::Write as _;
@@ -49,7 +50,7 @@ struct Record<'a> {
 
 /// The API call a record shows, if any: the names of the object it addresses (group,
 /// kind, resource, namespace, name), its verb and its subresource.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Target<'a> {
     object: [Option<&'a str>; 5],
     verb: Option<&'a str>,
