@@ -13,6 +13,7 @@
     )
 )]
 
+pub mod allocator;
 pub mod analyze;
 pub mod config;
 pub mod demo;

@@ -239,13 +239,11 @@ fn demo(duration: Option<u64>, backends: opscope::demo::Backends) -> ExitCode {
             None => shutdown_signal().await,
         }
     };
-    let result = tokio::runtime::Runtime::new()
-        .map_err(|e| e.to_string())
-        .and_then(|runtime| {
-            runtime
-                .block_on(opscope::demo::run(backends, stop))
-                .map_err(|e| e.to_string())
-        });
+    let result = runtime().map_err(|e| e.to_string()).and_then(|runtime| {
+        runtime
+            .block_on(opscope::demo::run(backends, stop))
+            .map_err(|e| e.to_string())
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -265,9 +263,17 @@ fn run(path: Option<PathBuf>) -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = runtime().context("starting the async runtime")?;
     runtime.block_on(opscope::service::run(config, shutdown_signal()))?;
     Ok(())
+}
+
+/// The async runtime, its idle workers returning free memory when the memory limiter asks.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(opscope::allocator::on_worker_idle)
+        .build()
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).

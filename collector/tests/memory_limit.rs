@@ -183,6 +183,10 @@ fn over_the_soft_limit_receivers_refuse_and_nothing_accepted_is_lost() {
     );
     assert_eq!(shed, 0.0, "the hard limit was never reached");
 
+    common::report_fault(
+        "memory_limit_after_delivery",
+        &[("rss_mib", (resident_bytes(opscope.pid()) / MIB) as f64)],
+    );
     // Once the data is gone, memory falls back below the soft limit and data is taken again.
     let mut client_again = client.clone();
     assert!(

@@ -106,7 +106,7 @@ impl MemoryWatch {
             self.shed(seen.usage);
         }
         if seen.after != MemoryState::Normal {
-            return_free_memory();
+            crate::allocator::return_free_memory();
         }
     }
 
@@ -141,21 +141,6 @@ impl MemoryWatch {
 fn gauge(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
 }
-
-/// Asks the allocator to give freed pages back to the kernel. glibc keeps them in
-/// its arenas otherwise, and the resident size would stay above the soft limit long
-/// after the data is gone, refusing data the process has room for.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn return_free_memory() {
-    // SAFETY: malloc_trim only walks the allocator's own free lists under its locks;
-    // it has no preconditions and touches no memory the program owns.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn return_free_memory() {}
 
 #[cfg(test)]
 mod tests {
