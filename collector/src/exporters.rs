@@ -11,9 +11,10 @@ use opscope_exporters::loki::LokiExporter;
 use opscope_exporters::otlp::{GrpcExporter, HttpExporter};
 use opscope_exporters::prometheus::{PrometheusExporter, RemoteWriteExporter};
 use opscope_exporters::{
-    Batch, LogError, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig, SendingQueue,
-    SignalBatch,
+    Batch, Encoded, LogError, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig,
+    SendingQueue, SignalBatch,
 };
+use opscope_processors::Telemetry;
 use opscope_processors::config::FieldError;
 use opscope_processors::memory_limiter::MemoryAccount;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
@@ -74,6 +75,41 @@ impl Exporters {
         memory: &MemoryAccount,
         abort: CancellationToken,
     ) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
+        self.start_queue(name, pipeline, metrics, memory, abort, T::start)
+    }
+
+    /// Starts the sending queue of `name` in `pipeline` for OTLP data: an exporter
+    /// that sends OTLP on takes it encoded, the others take it decoded.
+    pub fn start_output<T: PipelineData + Telemetry>(
+        &self,
+        name: &str,
+        pipeline: &str,
+        metrics: QueueMetrics,
+        memory: &MemoryAccount,
+        abort: CancellationToken,
+    ) -> Result<(Output<T>, SendingQueue), ConfigError> {
+        let sends_otlp = self
+            .0
+            .get(name)
+            .is_some_and(|built| matches!(built.exporter, Built::Otlp(_) | Built::OtlpHttp(_)));
+        if !sends_otlp {
+            let (sender, queue) = self.start::<T>(name, pipeline, metrics, memory, abort)?;
+            return Ok((Output::Decoded(sender), queue));
+        }
+        let (sender, queue) =
+            self.start_queue(name, pipeline, metrics, memory, abort, start_encoded::<T>)?;
+        Ok((Output::Encoded(sender), queue))
+    }
+
+    fn start_queue<B: Batch>(
+        &self,
+        name: &str,
+        pipeline: &str,
+        metrics: QueueMetrics,
+        memory: &MemoryAccount,
+        abort: CancellationToken,
+        start_with: impl FnOnce(&Built, Start<'_>) -> Option<Started<B>>,
+    ) -> Result<(QueueSender<B>, SendingQueue), ConfigError> {
         let missing = || ConfigError::new(format!("exporters.{name}"), "was not built");
         let built = self.0.get(name).ok_or_else(missing)?;
         // Each pipeline has a queue of its own, so a directory of its own.
@@ -94,10 +130,10 @@ impl Exporters {
             abort,
             store,
         };
-        let started = T::start(&built.exporter, start).ok_or_else(|| {
+        let started = start_with(&built.exporter, start).ok_or_else(|| {
             ConfigError::new(
                 format!("exporters.{name}"),
-                format!("cannot carry {}", T::item_name()),
+                format!("cannot carry {}", B::item_name()),
             )
         })?;
         started.map_err(|error| {
@@ -211,7 +247,22 @@ impl Start<'_> {
     }
 }
 
-/// The data of a pipeline, and which exporters carry it.
+/// A pipeline's sending queue to one exporter, which takes OTLP decoded or encoded.
+pub enum Output<T> {
+    Decoded(QueueSender<T>),
+    Encoded(QueueSender<Encoded<T>>),
+}
+
+/// A sending queue of encoded OTLP, to an exporter that sends OTLP on.
+fn start_encoded<T: Telemetry>(exporter: &Built, start: Start<'_>) -> Option<Started<Encoded<T>>> {
+    match exporter {
+        Built::Otlp(exporter) => Some(start.queue(exporter)),
+        Built::OtlpHttp(exporter) => Some(start.queue(exporter)),
+        _ => None,
+    }
+}
+
+/// The data of a pipeline, and which exporters carry it decoded.
 pub trait PipelineData: Batch + Clone {
     /// A sending queue to the exporter, or `None` if it cannot carry this data
     /// (which config validation already refuses).
@@ -233,7 +284,8 @@ macro_rules! carried_by {
     };
 }
 
-carried_by!(ExportTraceServiceRequest: Otlp, OtlpHttp, Debug, Prometheus, RemoteWrite);
-carried_by!(ExportLogsServiceRequest: Otlp, OtlpHttp, Debug, Loki, Prometheus, RemoteWrite);
-carried_by!(ExportMetricsServiceRequest: Otlp, OtlpHttp, Debug, Prometheus, RemoteWrite);
+// OTLP exporters take OTLP data encoded (see `start_encoded`).
+carried_by!(ExportTraceServiceRequest: Debug, Prometheus, RemoteWrite);
+carried_by!(ExportLogsServiceRequest: Debug, Loki, Prometheus, RemoteWrite);
+carried_by!(ExportMetricsServiceRequest: Debug, Prometheus, RemoteWrite);
 carried_by!(SignalBatch: Otlp, OtlpHttp, Debug, Loki, Alertmanager, Prometheus, RemoteWrite);

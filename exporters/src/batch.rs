@@ -1,6 +1,10 @@
-//! What a sending queue carries: OTLP requests, and batches of signal changes for
+//! What a sending queue carries: OTLP requests, decoded for the exporters that read
+//! them or encoded for those that send them on, and batches of signal changes for
 //! the exporters that carry signals.
 
+use std::marker::PhantomData;
+
+use bytes::Bytes;
 use opscope_processors::Telemetry;
 use opscope_processors::correlator::Signal;
 
@@ -36,6 +40,78 @@ impl<T: Telemetry + prost::Message + Default> Batch for T {
 
     fn from_record(record: &[u8]) -> Result<Self, String> {
         T::decode(record).map_err(|error| error.to_string())
+    }
+}
+
+/// An OTLP request as protobuf bytes, for the exporters that send it on as it is.
+/// The pipeline encodes each batch once, while its data is still in the cache, for
+/// every such exporter; the queue then holds bytes rather than the decoded structures.
+pub struct Encoded<T> {
+    bytes: Bytes,
+    items: usize,
+    request: PhantomData<fn() -> T>,
+}
+
+impl<T: Telemetry> Encoded<T> {
+    pub fn new(request: &T) -> Self {
+        Self {
+            bytes: Bytes::from(request.encode_request()),
+            items: request.item_count(),
+            request: PhantomData,
+        }
+    }
+
+    /// The encoded request, shared rather than copied.
+    pub fn bytes(&self) -> Bytes {
+        self.bytes.clone()
+    }
+}
+
+impl<T> Clone for Encoded<T> {
+    fn clone(&self) -> Self {
+        Self {
+            bytes: self.bytes.clone(),
+            items: self.items,
+            request: PhantomData,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Encoded<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoded")
+            .field("bytes", &self.bytes.len())
+            .field("items", &self.items)
+            .finish()
+    }
+}
+
+impl<T: Telemetry> Batch for Encoded<T> {
+    fn item_name() -> &'static str {
+        T::KIND.item_name()
+    }
+
+    fn items(&self) -> usize {
+        self.items
+    }
+
+    fn memory_size(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    fn to_record(&self) -> Vec<u8> {
+        self.bytes.to_vec()
+    }
+
+    /// A record read back is decoded once, to be sure it is a request and to count
+    /// its items, and kept as it was written.
+    fn from_record(record: &[u8]) -> Result<Self, String> {
+        let request = T::decode(record).map_err(|error| error.to_string())?;
+        Ok(Self {
+            bytes: Bytes::copy_from_slice(record),
+            items: request.item_count(),
+            request: PhantomData,
+        })
     }
 }
 

@@ -26,7 +26,7 @@ pub mod server_tls;
 pub mod settings;
 pub mod tls;
 
-pub use batch::{Batch, SignalBatch};
+pub use batch::{Batch, Encoded, SignalBatch};
 pub use exporter::{Delivery, ExportError, Exporter};
 pub use queue::{
     LogError, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig, SendingQueue,

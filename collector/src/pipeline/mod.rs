@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use std::time::Instant;
 
-use opscope_exporters::{QueueSender, SendingQueue};
+use opscope_exporters::{Batch, Encoded, QueueSender, SendingQueue};
 use opscope_processors::batch::BatchProcessor;
 use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold, MemoryLimiter, SystemMemory};
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub use consumer::{Acknowledgements, Consumer, Input, PipelineInput, Refusal};
 
 use crate::config::{ConfigError, ProcessorConfig};
-use crate::exporters::{Exporters, PipelineData};
+use crate::exporters::{Exporters, Output, PipelineData};
 use crate::self_telemetry::SelfTelemetry;
 
 /// Requests a pipeline holds between receivers and its processors.
@@ -102,7 +102,10 @@ pub struct Pipeline<T> {
 /// The sending queues of a pipeline's exporters.
 struct FanOut<T> {
     pipeline: String,
-    outputs: Vec<(String, QueueSender<T>)>,
+    /// Exporters that read the data.
+    decoded: Vec<(String, QueueSender<T>)>,
+    /// Exporters that send it on as OTLP.
+    encoded: Vec<(String, QueueSender<Encoded<T>>)>,
 }
 
 impl<T: Telemetry + PipelineData> Pipeline<T> {
@@ -123,20 +126,23 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
                 .map(|(name, config)| build_processor::<T>(name, config, shared))
                 .collect::<Result<_, _>>()?,
         );
-        let mut outputs = Vec::new();
+        let mut fan_out = FanOut {
+            pipeline: id.to_string(),
+            decoded: Vec::new(),
+            encoded: Vec::new(),
+        };
         let mut queues = Vec::new();
         for name in exporters {
             let metrics = telemetry.exporter_queue(T::KIND, name, id);
-            let (sender, queue) =
-                built.start::<T>(name, id, metrics, &shared.memory, abort.clone())?;
-            outputs.push((name.to_string(), sender));
+            let (output, queue) =
+                built.start_output::<T>(name, id, metrics, &shared.memory, abort.clone())?;
+            match output {
+                Output::Decoded(sender) => fan_out.decoded.push((name.to_string(), sender)),
+                Output::Encoded(sender) => fan_out.encoded.push((name.to_string(), sender)),
+            }
             queues.push(queue);
         }
         let (sender, input) = mpsc::channel(INPUT_QUEUE_CAPACITY);
-        let fan_out = FanOut {
-            pipeline: id.to_string(),
-            outputs,
-        };
         let pipeline = Self {
             id: id.to_string(),
             input,
@@ -227,24 +233,40 @@ impl<T: Telemetry + PipelineData> FanOut<T> {
     async fn send_all(&self, batches: Vec<T>) -> bool {
         let mut queued = true;
         for batch in batches {
-            let Some(((last_name, last), others)) = self.outputs.split_last() else {
-                return queued;
-            };
-            for (name, output) in others {
-                queued &= self.send(name, output, batch.clone()).await;
+            // Encoded once for all OTLP exporters, while the processors have just
+            // read the batch; without a decoded output, it is dropped here too.
+            let encoded = (!self.encoded.is_empty()).then(|| Encoded::new(&batch));
+            queued &= self.send_each(&self.decoded, batch).await;
+            if let Some(encoded) = encoded {
+                queued &= self.send_each(&self.encoded, encoded).await;
             }
-            queued &= self.send(last_name, last, batch).await;
         }
         queued
     }
 
-    async fn send(&self, exporter: &str, output: &QueueSender<T>, batch: T) -> bool {
+    /// Hands a batch to each of `outputs`, copying it for all but the last.
+    async fn send_each<B: Batch + Clone>(
+        &self,
+        outputs: &[(String, QueueSender<B>)],
+        batch: B,
+    ) -> bool {
+        let Some(((last_name, last), others)) = outputs.split_last() else {
+            return true;
+        };
+        let mut queued = true;
+        for (name, output) in others {
+            queued &= self.send(name, output, batch.clone()).await;
+        }
+        queued & self.send(last_name, last, batch).await
+    }
+
+    async fn send<B: Batch>(&self, exporter: &str, output: &QueueSender<B>, batch: B) -> bool {
         let Err(batch) = output.send(batch).await else {
             return true;
         };
         // Only reachable if the exporter's consumers stopped early, which they do
         // not: the loss is still reported rather than hidden.
-        tracing::error!(pipeline = %self.pipeline, %exporter, items = batch.item_count(),
+        tracing::error!(pipeline = %self.pipeline, %exporter, items = batch.items(),
             "sending queue closed; batch lost");
         false
     }

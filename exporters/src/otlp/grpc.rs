@@ -16,7 +16,7 @@ use tonic_types::StatusExt;
 
 use super::config::{Compression, OtlpExporterConfig, OtlpProtocol};
 use super::signals::{signal_logs, signal_spans};
-use crate::batch::SignalBatch;
+use crate::batch::{Encoded, SignalBatch};
 use crate::exporter::{Delivery, ExportError, Exporter};
 
 pub struct GrpcExporter {
@@ -79,13 +79,19 @@ fn tls_config(config: &OtlpExporterConfig) -> Result<ClientTlsConfig, FieldError
 /// Signals go out as signal spans, then as log records.
 impl Exporter<SignalBatch> for GrpcExporter {
     async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
-        self.export(&signal_spans(batch)).await?;
-        self.export(&signal_logs(batch)).await
+        self.send(&Encoded::new(&signal_spans(batch))).await?;
+        self.send(&Encoded::new(&signal_logs(batch))).await
     }
 }
 
-impl<T: Telemetry> Exporter<T> for GrpcExporter {
-    async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
+impl<T: Telemetry> Exporter<Encoded<T>> for GrpcExporter {
+    async fn export(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
+        self.send(batch).await
+    }
+}
+
+impl GrpcExporter {
+    async fn send<T: Telemetry>(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
         let mut client = tonic::client::Grpc::new(self.channel.clone());
         if let Some(encoding) = self.compression {
             client = client.send_compressed(encoding).accept_compressed(encoding);
@@ -94,7 +100,7 @@ impl<T: Telemetry> Exporter<T> for GrpcExporter {
             .ready()
             .await
             .map_err(|e| ExportError::retryable(format!("connecting: {e}")))?;
-        let mut request = tonic::Request::new(Bytes::from(batch.encode_request()));
+        let mut request = tonic::Request::new(batch.bytes());
         *request.metadata_mut() = self.metadata.clone();
         request.set_timeout(self.timeout);
         let path = http::uri::PathAndQuery::from_static(T::GRPC_PATH);

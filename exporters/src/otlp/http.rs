@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use bytes::Bytes;
 use flate2::Compression as GzipLevel;
 use flate2::write::GzEncoder;
 use opscope_processors::Telemetry;
@@ -11,7 +12,7 @@ use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE};
 
 use super::config::{Compression, OtlpExporterConfig, OtlpProtocol};
 use super::signals::{signal_logs, signal_spans};
-use crate::batch::SignalBatch;
+use crate::batch::{Encoded, SignalBatch};
 use crate::exporter::{Delivery, ExportError, Exporter};
 use crate::http_client::{Answer, build_client, send_failed};
 
@@ -33,8 +34,8 @@ impl HttpExporter {
         })
     }
 
-    fn body<T: Telemetry>(&self, batch: &T) -> Result<Vec<u8>, ExportError> {
-        let encoded = batch.encode_request();
+    fn body<T: Telemetry>(&self, batch: &Encoded<T>) -> Result<Bytes, ExportError> {
+        let encoded = batch.bytes();
         if !self.gzip {
             return Ok(encoded);
         }
@@ -42,20 +43,11 @@ impl HttpExporter {
         encoder
             .write_all(&encoded)
             .and_then(|()| encoder.finish())
+            .map(Bytes::from)
             .map_err(|e| ExportError::permanent(format!("gzip: {e}")))
     }
-}
 
-/// Signals go out as signal spans, then as log records.
-impl Exporter<SignalBatch> for HttpExporter {
-    async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
-        self.export(&signal_spans(batch)).await?;
-        self.export(&signal_logs(batch)).await
-    }
-}
-
-impl<T: Telemetry> Exporter<T> for HttpExporter {
-    async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
+    async fn send<T: Telemetry>(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
         let mut request = self
             .client
             .post(format!("{}{}", self.base_url, T::HTTP_PATH))
@@ -73,5 +65,19 @@ impl<T: Telemetry> Exporter<T> for HttpExporter {
             rejected_items,
             message,
         })
+    }
+}
+
+/// Signals go out as signal spans, then as log records.
+impl Exporter<SignalBatch> for HttpExporter {
+    async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
+        self.send(&Encoded::new(&signal_spans(batch))).await?;
+        self.send(&Encoded::new(&signal_logs(batch))).await
+    }
+}
+
+impl<T: Telemetry> Exporter<Encoded<T>> for HttpExporter {
+    async fn export(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
+        self.send(batch).await
     }
 }
