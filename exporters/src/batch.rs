@@ -143,3 +143,51 @@ impl Batch for SignalBatch {
             .map_err(|error| error.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+    use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use prost::Message;
+
+    use super::*;
+
+    fn request(spans: usize) -> ExportTraceServiceRequest {
+        let span = |i: usize| Span {
+            name: format!("reconcile {i}"),
+            ..Default::default()
+        };
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: (0..spans).map(span).collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn an_encoded_request_is_the_request_s_protobuf_and_counts_its_items() {
+        let request = request(3);
+        let encoded = Encoded::new(&request);
+        assert_eq!(encoded.items(), 3);
+        assert_eq!(encoded.bytes(), request.encode_to_vec());
+        assert_eq!(encoded.memory_size(), request.encoded_len() as u64);
+        assert_eq!(Encoded::<ExportTraceServiceRequest>::item_name(), "spans");
+    }
+
+    #[test]
+    fn a_durable_record_reads_back_either_way_and_garbage_is_refused() {
+        // A queue written while the exporter took decoded requests reads back encoded.
+        let request = request(2);
+        let record = Batch::to_record(&request);
+        let encoded = Encoded::<ExportTraceServiceRequest>::from_record(&record).unwrap();
+        assert_eq!(encoded.items(), 2);
+        assert_eq!(encoded.to_record(), record);
+        let decoded = <ExportTraceServiceRequest as Batch>::from_record(&encoded.to_record());
+        assert_eq!(decoded.unwrap(), request);
+        assert!(Encoded::<ExportTraceServiceRequest>::from_record(&[0xff, 0xff, 0xff]).is_err());
+    }
+}
