@@ -25,6 +25,11 @@ impl Evidence {
         if self.references.len() >= MAX_EVIDENCE {
             self.references.remove(0);
         }
+        // Room for all at once: growing by doubling would leave three unused slots
+        // in every tracked object's evidence.
+        if self.references.capacity() == 0 {
+            self.references.reserve_exact(MAX_EVIDENCE);
+        }
         self.references.push(reference.to_string());
     }
 
@@ -51,5 +56,6 @@ mod tests {
             evidence.push(reference);
         }
         assert_eq!(evidence.as_slice(), ["b", "c", "d", "e", "f"]);
+        assert_eq!(evidence.references.capacity(), MAX_EVIDENCE);
     }
 }

@@ -9,11 +9,33 @@ use super::events::Nanos;
 /// Reconcile ids remembered per object.
 const REMEMBERED: usize = 16;
 
+/// 16 bytes rather than 24: every tracked object holds [`REMEMBERED`] of these.
 #[derive(Debug, Clone, Copy)]
 struct Remembered {
-    id: u64,
+    /// The id's hash, its lowest bit replaced by whether the outcome is known.
+    id_and_outcome: u64,
     first_seen: Nanos,
-    outcome_known: bool,
+}
+
+impl Remembered {
+    fn new(id: u64, first_seen: Nanos, outcome_known: bool) -> Self {
+        Self {
+            id_and_outcome: (id & !1) | u64::from(outcome_known),
+            first_seen,
+        }
+    }
+
+    fn is(&self, id: u64) -> bool {
+        self.id_and_outcome | 1 == id | 1
+    }
+
+    fn outcome_known(&self) -> bool {
+        self.id_and_outcome & 1 == 1
+    }
+
+    fn know_outcome(&mut self) {
+        self.id_and_outcome |= 1;
+    }
 }
 
 /// What one record tells about its reconcile.
@@ -50,9 +72,11 @@ impl RecentReconciles {
             return ReconcileNote::single(time, outcome_known);
         }
         let id = hash_text(id);
-        if let Some(seen) = self.remembered.iter_mut().find(|seen| seen.id == id) {
-            let first_outcome = outcome_known && !seen.outcome_known;
-            seen.outcome_known |= outcome_known;
+        if let Some(seen) = self.remembered.iter_mut().find(|seen| seen.is(id)) {
+            let first_outcome = outcome_known && !seen.outcome_known();
+            if outcome_known {
+                seen.know_outcome();
+            }
             return ReconcileNote {
                 at: seen.first_seen,
                 new: false,
@@ -62,11 +86,8 @@ impl RecentReconciles {
         if self.remembered.len() >= REMEMBERED {
             self.remembered.pop_front();
         }
-        self.remembered.push_back(Remembered {
-            id,
-            first_seen: time,
-            outcome_known,
-        });
+        self.remembered
+            .push_back(Remembered::new(id, time, outcome_known));
         ReconcileNote::single(time, outcome_known)
     }
 
@@ -114,5 +135,16 @@ mod tests {
         }
         assert_eq!(recent.remembered.len(), REMEMBERED);
         assert!(recent.note("r0", 200, false).new, "forgotten");
+    }
+
+    #[test]
+    fn the_outcome_bit_does_not_change_which_id_it_is() {
+        let mut seen = Remembered::new(0b1010, 7, false);
+        assert!(seen.is(0b1010) && seen.is(0b1011) && !seen.is(0b1000));
+        assert!(!seen.outcome_known());
+        seen.know_outcome();
+        assert!(seen.outcome_known() && seen.is(0b1010));
+        assert_eq!(seen.first_seen, 7);
+        assert_eq!(std::mem::size_of::<Remembered>(), 16);
     }
 }
