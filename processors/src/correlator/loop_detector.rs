@@ -12,6 +12,7 @@ use super::evidence::Evidence;
 use super::field_churn::{Churn, FieldChurn};
 use super::lifecycle::{Finding, figures, severity_for};
 use super::recent_reconciles::ReconcileNote;
+use super::signal::MAX_EVIDENCE;
 use super::window::{Bucket, BucketRing, nanos};
 use super::writers::SpecWrites;
 use crate::config::{FieldError, duration};
@@ -107,32 +108,32 @@ impl LoopState {
         self.counts.width()
     }
 
+    /// Counts a reconcile record; `firing` says whether the object's loop signal is.
     pub(crate) fn record_reconcile(
         &mut self,
         note: ReconcileNote,
         outcome: &Outcome,
         config: &LoopConfig,
         reference: Option<&str>,
+        firing: bool,
     ) {
-        if let (true, Some(reference)) = (note.new, reference) {
+        if let Some(bucket) = self.counts.bucket_mut(note.at) {
+            count_reconcile(bucket, note, outcome, config);
+        }
+        if let (true, Some(reference)) = (note.new, reference)
+            && (firing || self.near_threshold(note.at, config))
+        {
             self.evidence.push(reference);
         }
-        let Some(bucket) = self.counts.bucket_mut(note.at) else {
-            return;
-        };
-        if note.new {
-            bucket.reconciles = bucket.reconciles.saturating_add(1);
-        }
-        if !note.first_outcome {
-            return;
-        }
-        match outcome {
-            Outcome::Error(_) => bucket.errors = bucket.errors.saturating_add(1),
-            Outcome::RequeueAfter(after) if *after <= config.fast_requeue => {
-                bucket.fast_requeues = bucket.fast_requeues.saturating_add(1);
-            }
-            _ => {}
-        }
+    }
+
+    /// Whether the latest reconciles could be the evidence of a loop: within
+    /// [`MAX_EVIDENCE`] reconciles of the threshold. Below it, references would only
+    /// be replaced before any finding reads them; most objects never come near, and
+    /// the references are a quarter of what an object holds.
+    fn near_threshold(&self, at: Nanos, config: &LoopConfig) -> bool {
+        let reconciles = u32::from(self.counts.total(at).reconciles);
+        reconciles.saturating_add(MAX_EVIDENCE as u32) > config.min_reconciles
     }
 
     /// Notes a generation shown at `time`; a higher one than seen is a spec change.
@@ -222,6 +223,27 @@ impl LoopState {
 }
 
 /// Whether the object loops at `now`, and why.
+fn count_reconcile(
+    bucket: &mut LoopCounts,
+    note: ReconcileNote,
+    outcome: &Outcome,
+    config: &LoopConfig,
+) {
+    if note.new {
+        bucket.reconciles = bucket.reconciles.saturating_add(1);
+    }
+    if !note.first_outcome {
+        return;
+    }
+    match outcome {
+        Outcome::Error(_) => bucket.errors = bucket.errors.saturating_add(1),
+        Outcome::RequeueAfter(after) if *after <= config.fast_requeue => {
+            bucket.fast_requeues = bucket.fast_requeues.saturating_add(1);
+        }
+        _ => {}
+    }
+}
+
 pub(crate) fn evaluate<'a>(
     state: &'a LoopState,
     config: &LoopConfig,
@@ -367,6 +389,29 @@ mod tests {
                 ]
             })
             .collect()
+    }
+
+    #[test]
+    fn references_are_kept_from_within_five_reconciles_of_the_threshold() {
+        let config = LoopConfig::default();
+        assert_eq!(config.min_reconciles, 30);
+        let mut state = LoopState::new(&config);
+        for n in 0..30u64 {
+            let note = ReconcileNote::single(secs(n), true);
+            let reference = format!("reconcile r{n}");
+            state.record_reconcile(note, &Outcome::Ok, &config, Some(&reference), false);
+            // The 26th reconcile is the first within five of 30.
+            let expected = (n + 1).saturating_sub(25).min(5) as usize;
+            assert_eq!(state.evidence.as_slice().len(), expected, "after {n}");
+        }
+        let latest: Vec<String> = (25..30).map(|n| format!("reconcile r{n}")).collect();
+        assert_eq!(state.evidence.as_slice(), latest);
+
+        // While the loop fires, every reconcile is evidence, however few are left.
+        let mut firing = LoopState::new(&config);
+        let note = ReconcileNote::single(secs(0), true);
+        firing.record_reconcile(note, &Outcome::Ok, &config, Some("reconcile x"), true);
+        assert_eq!(firing.evidence.as_slice(), ["reconcile x"]);
     }
 
     #[test]

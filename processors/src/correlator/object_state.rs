@@ -133,11 +133,13 @@ impl TrackedObject {
             .note(&reconcile.reconcile_id, time, outcome_known);
         let reference = reference(evidence, &reconcile.trace_id, &reconcile.reconcile_id);
         let reference = reference.as_deref();
+        let firing = self.signals.reconcile_loop.is_some();
         self.reconcile_loop.record_reconcile(
             note,
             &reconcile.outcome,
             &config.reconcile_loop,
             reference,
+            firing,
         );
         self.finalizer
             .record_reconcile(note, &reconcile.outcome, reference);
@@ -161,8 +163,9 @@ impl TrackedObject {
             .record_generation(time, write.generation);
         if let Some((note, outcome)) = self.reconcile_of_write(time, write, succeeded, operator) {
             let loop_config = &config.reconcile_loop;
+            let firing = self.signals.reconcile_loop.is_some();
             self.reconcile_loop
-                .record_reconcile(note, &outcome, loop_config, reference);
+                .record_reconcile(note, &outcome, loop_config, reference, firing);
             self.finalizer.record_reconcile(note, &outcome, reference);
         }
         let writer = writer_of(write, operator);
