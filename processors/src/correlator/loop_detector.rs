@@ -222,7 +222,7 @@ impl LoopState {
     }
 }
 
-/// Whether the object loops at `now`, and why.
+/// Counts one reconcile record in its bucket: once per reconcile, its outcome once.
 fn count_reconcile(
     bucket: &mut LoopCounts,
     note: ReconcileNote,
@@ -244,6 +244,7 @@ fn count_reconcile(
     }
 }
 
+/// Whether the object loops at `now`, and why.
 pub(crate) fn evaluate<'a>(
     state: &'a LoopState,
     config: &LoopConfig,
