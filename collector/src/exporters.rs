@@ -65,51 +65,46 @@ impl Exporters {
         Ok(Self(built))
     }
 
-    /// Starts the sending queue of `name` in `pipeline` for data of type `T`; in
-    /// memory, its batches count in `memory`.
+    /// Starts the sending queue of `queue.exporter` in `queue.pipeline` for data of
+    /// type `T`.
     pub fn start<T: PipelineData>(
         &self,
-        name: &str,
-        pipeline: &str,
-        metrics: QueueMetrics,
-        memory: &MemoryAccount,
-        abort: CancellationToken,
+        queue: QueueFor<'_>,
     ) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
-        self.start_queue(name, pipeline, metrics, memory, abort, T::start)
+        self.start_queue(queue, T::start)
     }
 
-    /// Starts the sending queue of `name` in `pipeline` for OTLP data: an exporter
-    /// that sends OTLP on takes it encoded, the others take it decoded.
+    /// Starts the sending queue of `queue.exporter` in `queue.pipeline` for OTLP data:
+    /// an exporter that sends OTLP on takes it encoded, the others take it decoded.
     pub fn start_output<T: PipelineData + Telemetry>(
         &self,
-        name: &str,
-        pipeline: &str,
-        metrics: QueueMetrics,
-        memory: &MemoryAccount,
-        abort: CancellationToken,
+        queue: QueueFor<'_>,
     ) -> Result<(Output<T>, SendingQueue), ConfigError> {
         let sends_otlp = self
             .0
-            .get(name)
+            .get(queue.exporter)
             .is_some_and(|built| matches!(built.exporter, Built::Otlp(_) | Built::OtlpHttp(_)));
-        if !sends_otlp {
-            let (sender, queue) = self.start::<T>(name, pipeline, metrics, memory, abort)?;
-            return Ok((Output::Decoded(sender), queue));
+        if sends_otlp {
+            let (sender, queue) = self.start_queue(queue, start_encoded::<T>)?;
+            Ok((Output::Encoded(sender), queue))
+        } else {
+            let (sender, queue) = self.start_queue(queue, T::start)?;
+            Ok((Output::Decoded(sender), queue))
         }
-        let (sender, queue) =
-            self.start_queue(name, pipeline, metrics, memory, abort, start_encoded::<T>)?;
-        Ok((Output::Encoded(sender), queue))
     }
 
     fn start_queue<B: Batch>(
         &self,
-        name: &str,
-        pipeline: &str,
-        metrics: QueueMetrics,
-        memory: &MemoryAccount,
-        abort: CancellationToken,
+        queue: QueueFor<'_>,
         start_with: impl FnOnce(&Built, Start<'_>) -> Option<Started<B>>,
     ) -> Result<(QueueSender<B>, SendingQueue), ConfigError> {
+        let QueueFor {
+            exporter: name,
+            pipeline,
+            metrics,
+            memory,
+            abort,
+        } = queue;
         let missing = || ConfigError::new(format!("exporters.{name}"), "was not built");
         let built = self.0.get(name).ok_or_else(missing)?;
         // Each pipeline has a queue of its own, so a directory of its own.
@@ -245,6 +240,16 @@ impl Start<'_> {
             self.store,
         )
     }
+}
+
+/// Which sending queue to start: one per exporter and pipeline; in memory, its
+/// batches count in `memory`.
+pub struct QueueFor<'a> {
+    pub exporter: &'a str,
+    pub pipeline: &'a str,
+    pub metrics: QueueMetrics,
+    pub memory: &'a MemoryAccount,
+    pub abort: CancellationToken,
 }
 
 /// A pipeline's sending queue to one exporter, which takes OTLP decoded or encoded.

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ProcessorConfig};
-use crate::exporters::Exporters;
+use crate::exporters::{Exporters, QueueFor};
 use crate::self_telemetry::SelfTelemetry;
 
 /// Signal changes waiting for the consumer.
@@ -69,13 +69,13 @@ impl SignalOutput {
         let mut queues = Vec::new();
         for (pipeline, name) in config.signal_exporters() {
             let metrics = telemetry.signal_queue(name, pipeline);
-            let (output, queue) = exporters.start::<SignalBatch>(
-                name,
+            let (output, queue) = exporters.start::<SignalBatch>(QueueFor {
+                exporter: name,
                 pipeline,
                 metrics,
                 memory,
-                abort_exports.clone(),
-            )?;
+                abort: abort_exports.clone(),
+            })?;
             outputs.push(output);
             queues.push(queue);
         }

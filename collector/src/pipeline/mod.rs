@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub use consumer::{Acknowledgements, Consumer, Input, PipelineInput, Refusal};
 
 use crate::config::{ConfigError, ProcessorConfig};
-use crate::exporters::{Exporters, Output, PipelineData};
+use crate::exporters::{Exporters, Output, PipelineData, QueueFor};
 use crate::self_telemetry::SelfTelemetry;
 
 /// Requests a pipeline holds between receivers and its processors.
@@ -134,8 +134,13 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
         let mut queues = Vec::new();
         for name in exporters {
             let metrics = telemetry.exporter_queue(T::KIND, name, id);
-            let (output, queue) =
-                built.start_output::<T>(name, id, metrics, &shared.memory, abort.clone())?;
+            let (output, queue) = built.start_output::<T>(QueueFor {
+                exporter: name,
+                pipeline: id,
+                metrics,
+                memory: &shared.memory,
+                abort: abort.clone(),
+            })?;
             match output {
                 Output::Decoded(sender) => fan_out.decoded.push((name.to_string(), sender)),
                 Output::Encoded(sender) => fan_out.encoded.push((name.to_string(), sender)),
