@@ -7,24 +7,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use opscope_processors::{Telemetry, TelemetryKind};
-use opscope_proto::otlp::collector::logs::v1::logs_service_server::{
-    LogsService, LogsServiceServer,
-};
-use opscope_proto::otlp::collector::logs::v1::{
-    ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opscope_proto::otlp::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
-};
-use opscope_proto::otlp::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opscope_proto::otlp::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opscope_proto::otlp::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
 use tonic::service::interceptor::InterceptedService;
@@ -33,6 +18,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use super::grpc_service::{Export, ExportServer};
 use super::{OVER_LIMITS, refusal_message};
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
@@ -96,34 +82,23 @@ fn refusal_status(refusal: Refusal) -> Status {
     }
 }
 
-#[tonic::async_trait]
-impl TraceService for ExportService<ExportTraceServiceRequest> {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+impl<T: Telemetry + WithinLimits> Export<T> for ExportService<T> {
+    async fn export(&self, request: Request<T>) -> Result<Response<T::Response>, Status> {
         self.accept(request).await
     }
 }
 
-#[tonic::async_trait]
-impl LogsService for ExportService<ExportLogsServiceRequest> {
-    async fn export(
-        &self,
-        request: Request<ExportLogsServiceRequest>,
-    ) -> Result<Response<ExportLogsServiceResponse>, Status> {
-        self.accept(request).await
-    }
-}
-
-#[tonic::async_trait]
-impl MetricsService for ExportService<ExportMetricsServiceRequest> {
-    async fn export(
-        &self,
-        request: Request<ExportMetricsServiceRequest>,
-    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        self.accept(request).await
-    }
+/// The `Export` service of `T`, gzip and zstd accepted.
+fn export_server<T: Telemetry + WithinLimits>(
+    consumer: Consumer<T>,
+    limits: InputLimits,
+    max_message_bytes: usize,
+    context: &ReceiverContext,
+) -> ExportServer<T, ExportService<T>> {
+    let service = ExportService::new(consumer, limits, context);
+    ExportServer::new(service, max_message_bytes)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Zstd)
 }
 
 pub fn serve(
@@ -134,36 +109,28 @@ pub fn serve(
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
-    let gzip = CompressionEncoding::Gzip;
-    let zstd = CompressionEncoding::Zstd;
     let guard = |kind| {
         let metrics = context.telemetry.receiver(kind, &context.id, "grpc");
         GrpcGuard::new(security.authenticator.as_ref(), metrics)
     };
-    let traces = TraceServiceServer::new(ExportService::new(
+    let traces = export_server(
         consumers.traces.clone(),
         limits.clone(),
+        max_message_bytes,
         context,
-    ))
-    .accept_compressed(gzip)
-    .accept_compressed(zstd)
-    .max_decoding_message_size(max_message_bytes);
-    let logs = LogsServiceServer::new(ExportService::new(
+    );
+    let logs = export_server(
         consumers.logs.clone(),
         limits.clone(),
+        max_message_bytes,
         context,
-    ))
-    .accept_compressed(gzip)
-    .accept_compressed(zstd)
-    .max_decoding_message_size(max_message_bytes);
-    let metrics = MetricsServiceServer::new(ExportService::new(
+    );
+    let metrics = export_server(
         consumers.metrics.clone(),
         limits,
+        max_message_bytes,
         context,
-    ))
-    .accept_compressed(gzip)
-    .accept_compressed(zstd)
-    .max_decoding_message_size(max_message_bytes);
+    );
     let corrections = StatusCorrectionLayer {
         metrics: TelemetryKind::ALL
             .map(|kind| context.telemetry.receiver(kind, &context.id, "grpc")),

@@ -3,6 +3,7 @@
 
 pub mod config;
 mod grpc;
+mod grpc_service;
 pub(crate) mod http;
 
 use tokio::task::JoinSet;
