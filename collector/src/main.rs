@@ -268,12 +268,38 @@ fn run(path: Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs the agent on that many runtime workers instead of one per CPU the process may
+/// use (its cgroup's CPU quota included).
+const WORKER_THREADS_ENV: &str = "TOKIO_WORKER_THREADS";
+
 /// The async runtime, its idle workers returning free memory when the memory limiter asks.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = worker_threads()? {
+        builder.worker_threads(workers);
+    }
+    builder
         .enable_all()
         .on_thread_park(opscope::allocator::on_worker_idle)
         .build()
+}
+
+/// [`WORKER_THREADS_ENV`], read here because tokio, reading it itself, panics on a
+/// value that is not a count.
+fn worker_threads() -> std::io::Result<Option<usize>> {
+    let Some(value) = std::env::var_os(WORKER_THREADS_ENV) else {
+        return Ok(None);
+    };
+    let count = value.to_str().and_then(|text| text.parse::<usize>().ok());
+    match count {
+        Some(count) if count > 0 => Ok(Some(count)),
+        _ => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{WORKER_THREADS_ENV}={value:?}: must be a whole number of worker threads, at least 1"
+            ),
+        )),
+    }
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).

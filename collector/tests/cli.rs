@@ -103,3 +103,36 @@ fn the_readme_example_config_is_valid() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn a_bad_worker_thread_count_is_an_error_that_names_it() {
+    for value in ["abc", "0"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .env("TOKIO_WORKER_THREADS", value)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run the opscope binary");
+        // A value taken would start the agent: it is stopped rather than waited for.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("poll opscope") {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("opscope started with TOKIO_WORKER_THREADS={value}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let output = child.wait_with_output().expect("opscope's stderr");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("TOKIO_WORKER_THREADS") && stderr.contains("at least 1"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
