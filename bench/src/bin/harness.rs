@@ -45,7 +45,7 @@ struct Args {
     #[arg(long)]
     opscope: Option<PathBuf>,
     /// The cargo profile opscope is built with when no `--opscope` is given: `dist`,
-    /// the one the container image ships, or `release`, three times quicker to build.
+    /// the one the container image ships, or `release`, the quicker build.
     #[arg(long, default_value = "dist")]
     build_profile: String,
     /// Also run each scenario, with the same config, against this other opscope
