@@ -2,9 +2,10 @@
 //! recently seen first, retained ones last), marked dirty by events, checked when due.
 
 use std::collections::BTreeSet;
+use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
-use hashbrown::{Equivalent, HashMap};
+use hashbrown::HashTable;
 
 use super::events::ObjectRef;
 use crate::kinds::push_plural_of_kind;
@@ -43,9 +44,12 @@ struct Slot {
 pub(crate) struct ObjectTable {
     slots: Vec<Slot>,
     free: Vec<usize>,
-    /// Looked up once per event, by the event's names (see [`KeyParts`]); foldhash is
-    /// seeded per table and several times faster than SipHash on short keys.
-    index: HashMap<ObjectKey, usize, RandomState>,
+    /// Looked up once per event, by the event's names (see [`KeyParts`]). It holds
+    /// slot numbers only: the keys are in the entries, where a map would hold them a
+    /// second time (80 bytes a bucket instead of 8). foldhash is seeded per table and
+    /// several times faster than SipHash on short keys.
+    index: HashTable<usize>,
+    hasher: RandomState,
     /// Where a lookup's lowercase resource is written.
     scratch: String,
     /// The last kind looked up and its plural: events come in runs of one kind.
@@ -62,7 +66,8 @@ impl ObjectTable {
         Self {
             slots: Vec::new(),
             free: Vec::new(),
-            index: HashMap::with_hasher(RandomState::default()),
+            index: HashTable::new(),
+            hasher: RandomState::default(),
             scratch: String::new(),
             plural: None,
             order: BTreeSet::new(),
@@ -98,17 +103,24 @@ impl ObjectTable {
             self.slots.len() - 1
         });
         let entry = Entry {
-            key: key.clone(),
+            key,
             object: make(),
             last_seen: 0,
             retained: false,
             due: None,
         };
         self.order.insert(entry.order(slot));
-        self.index.insert(key, slot);
+        let hash = self.hasher.hash_one(KeyParts::of(&entry.key));
         if let Some(place) = self.slots.get_mut(slot) {
             place.entry = Some(Box::new(entry));
         }
+        let Self {
+            slots,
+            hasher,
+            index,
+            ..
+        } = self;
+        index.insert_unique(hash, slot, |&slot| rehash(slots, hasher, slot));
         (slot, evicted)
     }
 
@@ -135,7 +147,12 @@ impl ObjectTable {
             resource,
             name: &object.name,
         };
-        self.index.get(&parts).copied()
+        let slots = &self.slots;
+        self.index
+            .find(self.hasher.hash_one(&parts), |&slot| {
+                key_of(slots, slot).is_some_and(|key| KeyParts::of(key) == parts)
+            })
+            .copied()
     }
 
     pub(crate) fn entry_mut(&mut self, slot: usize) -> Option<&mut Entry> {
@@ -222,25 +239,42 @@ impl ObjectTable {
         let entry = self.slots.get_mut(slot)?.entry.take()?;
         self.order.remove(&entry.order(slot));
         self.due.reschedule(slot, entry.due, None);
-        self.index.remove(&entry.key);
+        let hash = self.hasher.hash_one(KeyParts::of(&entry.key));
+        if let Ok(found) = self.index.find_entry(hash, |&found| found == slot) {
+            found.remove();
+        }
         self.free.push(slot);
         Some(*entry)
     }
 }
 
-/// An [`ObjectKey`] by borrowed parts: hashes as the key does (the fields in the same
-/// order, each hashed as a `str`) and compares equal to it.
-#[derive(Hash)]
+/// An [`ObjectKey`] by borrowed parts: what the index hashes, so that a lookup by an
+/// event's names needs no key made.
+#[derive(Hash, PartialEq, Eq)]
 struct KeyParts<'a> {
     namespace: &'a str,
     resource: &'a str,
     name: &'a str,
 }
 
-impl Equivalent<ObjectKey> for KeyParts<'_> {
-    fn equivalent(&self, key: &ObjectKey) -> bool {
-        self.namespace == key.namespace && self.resource == key.resource && self.name == key.name
+impl<'a> KeyParts<'a> {
+    fn of(key: &'a ObjectKey) -> Self {
+        Self {
+            namespace: &key.namespace,
+            resource: &key.resource,
+            name: &key.name,
+        }
     }
+}
+
+fn key_of(slots: &[Slot], slot: usize) -> Option<&ObjectKey> {
+    Some(&slots.get(slot)?.entry.as_deref()?.key)
+}
+
+/// The hash of the key in `slot`, for the index to grow. Every slot in the index
+/// holds an entry; the fallback hash is never used.
+fn rehash(slots: &[Slot], hasher: &RandomState, slot: usize) -> u64 {
+    key_of(slots, slot).map_or(0, |key| hasher.hash_one(KeyParts::of(key)))
 }
 
 #[cfg(test)]
@@ -283,5 +317,33 @@ mod tests {
             "a removed object is not found"
         );
         assert_eq!(table.find(&other), Some(second));
+    }
+
+    #[test]
+    fn objects_stay_found_as_the_index_grows_and_the_full_table_evicts() {
+        let config = CorrelatorConfig::default();
+        let mut table = ObjectTable::new(500);
+        let objects: Vec<ObjectRef> = (0..800)
+            .map(|n| object("RayJob", "", &format!("job-{n}")))
+            .collect();
+        let mut slots = Vec::new();
+        for (n, each) in objects.iter().enumerate() {
+            let (slot, evicted) = table.slot_for(each, || TrackedObject::new(&config, each));
+            table.touch(slot, n as Nanos + 1);
+            assert_eq!(evicted.is_some(), n >= 500, "object {n}");
+            slots.push(slot);
+        }
+        assert_eq!(table.len(), 500);
+        for (n, each) in objects.iter().enumerate() {
+            let found = table.find(each);
+            if n < 300 {
+                assert_eq!(found, None, "object {n} was the least recently seen");
+            } else {
+                assert_eq!(found, Some(slots[n]), "object {n}");
+            }
+        }
+        assert_eq!(table.expire(600), 300);
+        assert_eq!(table.find(&objects[599]), None);
+        assert_eq!(table.find(&objects[600]), Some(slots[600]));
     }
 }
