@@ -2,7 +2,8 @@
 //! generator sends, and the correlator events such telemetry yields.
 
 use opscope_processors::correlator::events::{
-    Event, ObjectEvent, ObjectEventKind, ObjectRef, OperatorRef, Outcome, Reconcile, Write,
+    Event, ObjectEvent, ObjectEventKind, ObjectRef, OperatorRef, Outcome, Reconcile, RecordPlace,
+    Write,
 };
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -74,7 +75,10 @@ pub fn reconcile_events(count: usize, objects: usize) -> Vec<Event> {
                 object,
                 operator: operator.clone(),
                 kind,
-                evidence: Some(format!("reconcile {n:x}").into()),
+                place: RecordPlace {
+                    source: Some(format!("reconcile {n:x}").into()),
+                    ..RecordPlace::default()
+                },
             })
         })
         .collect()

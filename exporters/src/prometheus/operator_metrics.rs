@@ -267,7 +267,7 @@ fn write_change(event: &ObjectEvent, write: &Write, families: &Families, extra: 
 mod tests {
     use std::time::Duration;
 
-    use opscope_processors::correlator::events::{ObjectRef, OperatorRef};
+    use opscope_processors::correlator::events::{ObjectRef, OperatorRef, RecordPlace};
 
     use super::*;
 
@@ -285,7 +285,7 @@ mod tests {
                 namespace: "operators".into(),
             },
             kind,
-            evidence: None,
+            place: RecordPlace::default(),
         })
     }
 

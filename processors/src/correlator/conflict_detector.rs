@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::config::positive;
 use super::events::Nanos;
-use super::evidence::Evidence;
+use super::evidence::{Evidence, LazyReference};
 use super::lifecycle::{Finding, figures, severity_for};
 use super::overlap::{ReconcileOverlap, Run};
 use super::window::{Bucket, BucketRing, nanos};
@@ -89,13 +89,13 @@ impl ConflictState {
         time: Nanos,
         code: u16,
         writer: Writer,
-        reference: Option<&str>,
+        reference: &LazyReference,
     ) {
         self.writers.record(writer, time);
         if code != CONFLICT {
             return;
         }
-        if let Some(reference) = reference {
+        if let Some(reference) = reference.get() {
             self.evidence.push(reference);
         }
         if let Some(bucket) = self.counts.bucket_mut(time) {
@@ -104,8 +104,10 @@ impl ConflictState {
     }
 
     /// A reconcile run with known start and end.
-    pub(crate) fn record_run(&mut self, run: Run, reference: Option<&str>) {
-        if let (true, Some(reference)) = (self.overlap.record(run), reference) {
+    pub(crate) fn record_run(&mut self, run: Run, reference: &LazyReference) {
+        if self.overlap.record(run)
+            && let Some(reference) = reference.get()
+        {
             self.evidence.push(reference);
         }
     }

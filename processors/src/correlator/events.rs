@@ -119,9 +119,51 @@ pub struct ObjectEvent {
     pub object: ObjectRef,
     pub operator: OperatorRef,
     pub kind: ObjectEventKind,
-    /// Where to look: `trace <id>`, `reconcile <id>`, `file.log:123`. Shared: the
-    /// events of one record carry the same reference.
-    pub evidence: Option<Arc<str>>,
+    /// Where the record is, for the evidence reference of its reconcile or write.
+    pub place: RecordPlace,
+}
+
+/// Where a record is, kept in parts. Few events become evidence (near a loop, on a
+/// conflict, after a deletion), so the reference an engineer follows (`trace <id>
+/// span <id> reconcile <id>`, `pod.log:12 reconcile <id>`) is written only for them:
+/// see [`RecordPlace::reference`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordPlace {
+    /// A log record's position (`path:line`), or a reference a source gives whole;
+    /// the ids are not written when it is set. Shared by the events of one record.
+    pub source: Option<Arc<str>>,
+    /// The record's trace id, when set (16 bytes, not all zeros).
+    pub trace_id: Option<[u8; 16]>,
+    /// Its span id, when set (8 bytes, not all zeros), written only with a trace id.
+    pub span_id: Option<[u8; 8]>,
+}
+
+impl RecordPlace {
+    /// The evidence reference of an event of `reconcile_id` from this record, or
+    /// `None` when the record gives nothing to follow.
+    pub fn reference(&self, reconcile_id: &str) -> Option<String> {
+        let mut reference = String::new();
+        match (&self.source, &self.trace_id) {
+            (Some(source), _) => reference.push_str(source),
+            (None, Some(trace)) => {
+                reference.push_str("trace ");
+                reference.push_str(hex::Buffer::<16>::new().format(trace));
+                if let Some(span) = &self.span_id {
+                    reference.push_str(" span ");
+                    reference.push_str(hex::Buffer::<8>::new().format(span));
+                }
+            }
+            (None, None) => {}
+        }
+        if !reconcile_id.is_empty() {
+            if !reference.is_empty() {
+                reference.push(' ');
+            }
+            reference.push_str("reconcile ");
+            reference.push_str(reconcile_id);
+        }
+        (!reference.is_empty()).then_some(reference)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

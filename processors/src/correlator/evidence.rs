@@ -1,8 +1,46 @@
 //! The few latest evidence references of one detector about one object: where an
 //! on-call engineer should look (trace ids, reconcile ids, log line positions).
 
+use std::cell::OnceCell;
+
 use super::compact::boundary;
+use super::events::RecordPlace;
 use super::signal::MAX_EVIDENCE;
+
+/// The evidence reference of one event, written the first time a detector keeps it:
+/// most events are kept by none.
+pub(crate) struct LazyReference<'a> {
+    place: &'a RecordPlace,
+    /// The reconcile's trace id in hex, for events that give no place.
+    trace_id: &'a str,
+    reconcile_id: &'a str,
+    written: OnceCell<Option<String>>,
+}
+
+impl<'a> LazyReference<'a> {
+    pub(crate) fn new(place: &'a RecordPlace, trace_id: &'a str, reconcile_id: &'a str) -> Self {
+        Self {
+            place,
+            trace_id,
+            reconcile_id,
+            written: OnceCell::new(),
+        }
+    }
+
+    /// The reference: where the record is and its reconcile, else the trace, else
+    /// the reconcile alone.
+    pub(crate) fn get(&self) -> Option<&str> {
+        self.written
+            .get_or_init(|| {
+                let placed = self.place.source.is_some() || self.place.trace_id.is_some();
+                if !placed && !self.trace_id.is_empty() {
+                    return Some(format!("trace {}", self.trace_id));
+                }
+                self.place.reference(self.reconcile_id)
+            })
+            .as_deref()
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Evidence {

@@ -2,8 +2,6 @@
 //! (see `semconv`), so records tagged by another opscope correlate the same, and a
 //! client span's HTTP attributes where its API call was not written.
 
-use std::cell::OnceCell;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +16,7 @@ use opscope_proto::otlp::trace::v1::status::StatusCode;
 
 use super::events::{
     Counter, CounterEvent, Event, GaugeEvent, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectRef,
-    ObjectState, OperatorRef, Outcome, Reconcile, Write,
+    ObjectState, OperatorRef, Outcome, Reconcile, RecordPlace, Write,
 };
 use crate::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_str};
 use crate::kinds::plural_of_kind;
@@ -44,8 +42,6 @@ struct Record<'a> {
     span_id: &'a [u8],
     /// A span's error status message.
     failed: Option<&'a str>,
-    /// The trace id in hex, made once for the evidence and the reconcile.
-    trace_hex: OnceCell<Option<String>>,
 }
 
 /// The API call a record shows, if any: the names of the object it addresses (group,
@@ -141,7 +137,6 @@ pub fn from_traces(request: &ExportTraceServiceRequest, out: &mut Vec<Event>) {
                 trace_id: &span.trace_id,
                 span_id: &span.span_id,
                 failed,
-                trace_hex: OnceCell::new(),
             };
             record.events(out);
         }
@@ -167,7 +162,6 @@ pub fn from_logs(request: &ExportLogsServiceRequest, out: &mut Vec<Event>) {
                 trace_id: &log.trace_id,
                 span_id: &log.span_id,
                 failed: None,
-                trace_hex: OnceCell::new(),
             };
             record.events(out);
         }
@@ -384,7 +378,7 @@ impl Record<'_> {
         let mut reconciled = reconciled.then(|| object(&reconciled_fields));
         let mut subject = targeted.then(|| object(&self.target.object));
         let mut operator = self.operator();
-        let evidence: Option<Arc<str>> = self.evidence().map(Arc::from);
+        let place = self.place();
         let mut said = said.into_iter().flatten().peekable();
         while let Some((about_subject, kind)) = said.next() {
             let object = match (about_subject, subject.is_some(), reconciled.is_some()) {
@@ -407,7 +401,7 @@ impl Record<'_> {
                 object,
                 operator,
                 kind,
-                evidence: evidence.clone(),
+                place: place.clone(),
             }));
         }
     }
@@ -421,36 +415,39 @@ impl Record<'_> {
         }
     }
 
-    /// Where the record is (`path:line`, or `trace <id> span <id>`), and the
-    /// reconcile it belongs to (`reconcile <id>`); see [`evidence_reference`].
-    ///
-    /// [`evidence_reference`]: crate::correlator::signal::evidence_reference
-    fn evidence(&self) -> Option<String> {
-        // Written into one string: this runs for every record that gives events.
-        let mut reference = String::new();
-        match (as_str(self.tagged.log_source), self.trace_hex()) {
-            (Some(source), _) => reference.push_str(source),
-            (None, Some(trace)) => {
-                let _ = write!(reference, "trace {trace}");
-                if is_id(self.span_id) {
-                    let _ = write!(reference, " span {}", hex(self.span_id));
+    /// Where the record is: its log position, else its trace and span ids. Ids of
+    /// other lengths than OTLP's are written out at once, as the place's source.
+    fn place(&self) -> RecordPlace {
+        if let Some(source) = as_str(self.tagged.log_source) {
+            return RecordPlace {
+                source: Some(Arc::from(source)),
+                ..RecordPlace::default()
+            };
+        }
+        if !is_id(self.trace_id) {
+            return RecordPlace::default();
+        }
+        let span = is_id(self.span_id).then_some(self.span_id);
+        let trace_id = <[u8; 16]>::try_from(self.trace_id).ok();
+        let span_id = span.map(<[u8; 8]>::try_from).transpose().ok();
+        match (trace_id, span_id) {
+            (Some(trace_id), Some(span_id)) => RecordPlace {
+                source: None,
+                trace_id: Some(trace_id),
+                span_id,
+            },
+            _ => {
+                let mut source = format!("trace {}", hex(self.trace_id));
+                if let Some(span) = span {
+                    source.push_str(" span ");
+                    source.push_str(&hex(span));
+                }
+                RecordPlace {
+                    source: Some(Arc::from(source)),
+                    ..RecordPlace::default()
                 }
             }
-            (None, None) => {}
         }
-        if let Some(id) = as_str(self.tagged.reconcile_id) {
-            if !reference.is_empty() {
-                reference.push(' ');
-            }
-            let _ = write!(reference, "reconcile {id}");
-        }
-        (!reference.is_empty()).then_some(reference)
-    }
-
-    fn trace_hex(&self) -> Option<&str> {
-        self.trace_hex
-            .get_or_init(|| is_id(self.trace_id).then(|| hex(self.trace_id)))
-            .as_deref()
     }
 
     fn reconcile(&self, reconcile_id: &str) -> Reconcile {
@@ -480,7 +477,11 @@ impl Record<'_> {
             controller: as_str(tagged.controller).unwrap_or_default().into(),
             instance: self.source.instance.into(),
             reconcile_id: reconcile_id.to_string(),
-            trace_id: self.trace_hex().unwrap_or_default().to_string(),
+            trace_id: if is_id(self.trace_id) {
+                hex(self.trace_id)
+            } else {
+                String::new()
+            },
             start,
             duration,
             outcome,

@@ -12,7 +12,6 @@ use crate::correlator::signal::SignalType;
 use crate::correlator::test_support::run;
 use crate::tagger::processor::tests::otlp::*;
 use crate::tagger::{OperatorTagger, TaggerConfig};
-use std::sync::Arc;
 
 const BRIDGE_LOGS: &str =
     include_str!("../../tests/fixtures/otlp/controller_runtime_otel_bridge_logs.json");
@@ -113,6 +112,16 @@ fn reconcile_of(event: &ObjectEvent) -> &Reconcile {
     }
 }
 
+/// The evidence reference a detector keeping the event would write.
+fn reference_of(event: &ObjectEvent) -> Option<String> {
+    let reconcile_id = match &event.kind {
+        ObjectEventKind::Reconcile(reconcile) => reconcile.reconcile_id.as_str(),
+        ObjectEventKind::Write(write) => write.reconcile_id.as_str(),
+        _ => "",
+    };
+    event.place.reference(reconcile_id)
+}
+
 #[track_caller]
 fn write_of(event: &ObjectEvent) -> &Write {
     match &event.kind {
@@ -163,11 +172,20 @@ fn a_reconcile_root_span_is_a_reconcile_with_its_start_and_duration() {
             outcome: Outcome::Ok,
             generation: Some(3),
         }),
-        evidence: Some(Arc::from(format!(
-            "trace {TRACE_1} span 0101010101010101 reconcile {RECONCILE_1}"
-        ))),
+        place: RecordPlace {
+            source: None,
+            trace_id: Some(hex::FromHex::from_hex(TRACE_1).unwrap()),
+            span_id: Some([1; 8]),
+        },
     };
-    assert_eq!(only(span_events([root])), expected);
+    let event = only(span_events([root]));
+    assert_eq!(event, expected);
+    assert_eq!(
+        reference_of(&event),
+        Some(format!(
+            "trace {TRACE_1} span 0101010101010101 reconcile {RECONCILE_1}"
+        ))
+    );
 }
 
 #[test]
@@ -363,8 +381,10 @@ fn an_api_call_span_in_a_reconcile_is_news_of_it_and_a_write_on_its_target() {
         }
     );
     assert_eq!(
-        write.evidence.as_deref(),
-        Some(format!("trace {TRACE_1} span 0202020202020202 reconcile {RECONCILE_1}").as_str())
+        reference_of(write),
+        Some(format!(
+            "trace {TRACE_1} span 0202020202020202 reconcile {RECONCILE_1}"
+        ))
     );
 }
 
@@ -561,7 +581,7 @@ fn evidence_is_the_log_source_else_the_trace_and_the_reconcile_id() {
             .attrs(RAYJOB_TRAIN)
             .attr(RECONCILE_ID, RECONCILE_1)
     };
-    let evidence = |record: LogBuilder| only(log_events([record])).evidence.map(|e| e.to_string());
+    let evidence = |record: LogBuilder| reference_of(&only(log_events([record])));
     assert_eq!(
         evidence(record().trace(1).attr(LOG_SOURCE, "manager/0.log:42")),
         Some(format!("manager/0.log:42 reconcile {RECONCILE_1}"))
@@ -579,6 +599,20 @@ fn evidence_is_the_log_source_else_the_trace_and_the_reconcile_id() {
         .attrs(RAYJOB_TRAIN)
         .attr(OPSCOPE_RECORD, RECORD_OBJECT_STATE);
     assert_eq!(evidence(state), None);
+}
+
+#[test]
+fn a_trace_id_of_another_length_than_otlps_is_written_out_whole() {
+    let record = log("Reconcile successful")
+        .attrs(RAYJOB_TRAIN)
+        .attr(RECONCILE_ID, RECONCILE_1)
+        .trace_bytes(&[0xab; 8]);
+    let event = only(log_events([record]));
+    assert_eq!(event.place.trace_id, None);
+    assert_eq!(
+        reference_of(&event),
+        Some(format!("trace abababababababab reconcile {RECONCILE_1}"))
+    );
 }
 
 // Gauges.
@@ -865,7 +899,7 @@ fn otel_bridge_logs_tagged_then_extracted_give_the_reconciles_and_the_conflict()
     assert_eq!(write_of(&events[2]).code, 409);
     assert!(events.iter().all(|e| e.object.key() == rayjob().key()));
     assert_eq!(
-        events[0].evidence.as_deref(),
+        reference_of(&events[0]).as_deref(),
         Some(
             "trace 5b8efff798038103d269b633813fc60c span eee19b7ec3c1b174 \
              reconcile 1f6e8a52-3c4d-4b7e-9a0f-5d2c8b1e7a36"

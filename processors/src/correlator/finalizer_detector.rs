@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::compact::bounded;
 use super::config::positive;
 use super::events::{Nanos, ObjectState, Outcome};
-use super::evidence::Evidence;
+use super::evidence::{Evidence, LazyReference};
 use super::lifecycle::{CRITICAL_FACTOR, Finding, SignalTrack, figures, severity_for};
 use super::recent_reconciles::ReconcileNote;
 use super::window::nanos;
@@ -95,7 +95,7 @@ impl FinalizerState {
         &mut self,
         note: ReconcileNote,
         outcome: &Outcome,
-        reference: Option<&str>,
+        reference: &LazyReference,
     ) {
         self.last_reconcile = self.last_reconcile.max(Some(note.at));
         if note.first_outcome && self.last_outcome.is_none_or(|(at, _)| note.at >= at) {
@@ -104,7 +104,7 @@ impl FinalizerState {
         if self.deletion.is_none_or(|deletion| note.at < deletion) {
             return;
         }
-        if let Some(reference) = reference {
+        if let Some(reference) = reference.get() {
             self.evidence.push(reference);
         }
         self.count_since_deletion(note, outcome);

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::config::{positive, share};
 use super::events::{Nanos, Outcome};
-use super::evidence::Evidence;
+use super::evidence::{Evidence, LazyReference};
 use super::field_churn::{Churn, FieldChurn};
 use super::lifecycle::{Finding, figures, severity_for};
 use super::recent_reconciles::ReconcileNote;
@@ -114,14 +114,15 @@ impl LoopState {
         note: ReconcileNote,
         outcome: &Outcome,
         config: &LoopConfig,
-        reference: Option<&str>,
+        reference: &LazyReference,
         firing: bool,
     ) {
         if let Some(bucket) = self.counts.bucket_mut(note.at) {
             count_reconcile(bucket, note, outcome, config);
         }
-        if let (true, Some(reference)) = (note.new, reference)
+        if note.new
             && (firing || self.near_threshold(note.at, config))
+            && let Some(reference) = reference.get()
         {
             self.evidence.push(reference);
         }
@@ -370,6 +371,7 @@ mod tests {
     use super::super::signal::{Severity, SignalState, SignalType};
     use super::super::test_support::*;
     use super::*;
+    use crate::correlator::events::RecordPlace;
 
     fn loop_signals(signals: &[super::super::Signal]) -> Vec<&super::super::Signal> {
         signals
@@ -397,10 +399,12 @@ mod tests {
         let config = LoopConfig::default();
         assert_eq!(config.min_reconciles, 30);
         let mut state = LoopState::new(&config);
+        let nowhere = RecordPlace::default();
         for n in 0..30u64 {
             let note = ReconcileNote::single(secs(n), true);
-            let reference = format!("reconcile r{n}");
-            state.record_reconcile(note, &Outcome::Ok, &config, Some(&reference), false);
+            let id = format!("r{n}");
+            let reference = LazyReference::new(&nowhere, "", &id);
+            state.record_reconcile(note, &Outcome::Ok, &config, &reference, false);
             // The 26th reconcile is the first within five of 30.
             let expected = (n + 1).saturating_sub(25).min(5) as usize;
             assert_eq!(state.evidence.as_slice().len(), expected, "after {n}");
@@ -411,7 +415,8 @@ mod tests {
         // While the loop fires, every reconcile is evidence, however few are left.
         let mut firing = LoopState::new(&config);
         let note = ReconcileNote::single(secs(0), true);
-        firing.record_reconcile(note, &Outcome::Ok, &config, Some("reconcile x"), true);
+        let reference = LazyReference::new(&nowhere, "", "x");
+        firing.record_reconcile(note, &Outcome::Ok, &config, &reference, true);
         assert_eq!(firing.evidence.as_slice(), ["reconcile x"]);
     }
 

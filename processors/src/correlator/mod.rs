@@ -38,6 +38,7 @@ pub use config::CorrelatorConfig;
 pub use conflict_detector::ConflictConfig;
 pub use events::{
     Event, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, OperatorRef,
+    RecordPlace,
 };
 pub use finalizer_detector::FinalizerConfig;
 pub use leak_detector::ResourceLeakConfig;

@@ -1,15 +1,14 @@
 //! What the correlator keeps about one object: who it is, its recent reconciles, the
 //! state of each object detector and their signals. Events go in, signals come out.
 
-use std::borrow::Cow;
-
 use super::compact::{bound_operator, bounded, hash_text};
 use super::config::CorrelatorConfig;
 use super::conflict_detector::{self, ConflictState};
 use super::events::{
     Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, ObjectState, OperatorRef,
-    Outcome, Reconcile, Write,
+    Outcome, Reconcile, RecordPlace, Write,
 };
+use super::evidence::LazyReference;
 use super::finalizer_detector::{self, FinalizerState};
 use super::lifecycle::{SignalTrack, Subject, step};
 use super::loop_detector::{self, LoopState};
@@ -89,14 +88,12 @@ impl TrackedObject {
         bound_operator(&mut event.operator);
         let operator = &event.operator;
         let time = event.time;
-        let evidence = event.evidence.as_deref();
+        let place = &event.place;
         match &event.kind {
             ObjectEventKind::Reconcile(reconcile) => {
-                self.apply_reconcile(time, reconcile, operator, evidence, config)
+                self.apply_reconcile(time, reconcile, operator, place, config)
             }
-            ObjectEventKind::Write(write) => {
-                self.apply_write(time, write, operator, evidence, config)
-            }
+            ObjectEventKind::Write(write) => self.apply_write(time, write, operator, place, config),
             ObjectEventKind::State(state) => self.apply_state(time, state),
             ObjectEventKind::Gone => self.finalizer.record_gone(time),
         }
@@ -118,7 +115,7 @@ impl TrackedObject {
         time: Nanos,
         reconcile: &Reconcile,
         operator: &OperatorRef,
-        evidence: Option<&str>,
+        place: &RecordPlace,
         config: &CorrelatorConfig,
     ) {
         self.reconciles_reported = true;
@@ -131,20 +128,19 @@ impl TrackedObject {
         let note = self
             .reconciles
             .note(&reconcile.reconcile_id, time, outcome_known);
-        let reference = reference(evidence, &reconcile.trace_id, &reconcile.reconcile_id);
-        let reference = reference.as_deref();
+        let reference = LazyReference::new(place, &reconcile.trace_id, &reconcile.reconcile_id);
         let firing = self.signals.reconcile_loop.is_some();
         self.reconcile_loop.record_reconcile(
             note,
             &reconcile.outcome,
             &config.reconcile_loop,
-            reference,
+            &reference,
             firing,
         );
         self.finalizer
-            .record_reconcile(note, &reconcile.outcome, reference);
+            .record_reconcile(note, &reconcile.outcome, &reference);
         if let Some(run) = run_of(time, reconcile, operator) {
-            self.conflict.record_run(run, reference);
+            self.conflict.record_run(run, &reference);
         }
     }
 
@@ -153,27 +149,26 @@ impl TrackedObject {
         time: Nanos,
         write: &Write,
         operator: &OperatorRef,
-        evidence: Option<&str>,
+        place: &RecordPlace,
         config: &CorrelatorConfig,
     ) {
         let succeeded = (200..300).contains(&write.code);
-        let reference = reference(evidence, "", &write.reconcile_id);
-        let reference = reference.as_deref();
+        let reference = LazyReference::new(place, "", &write.reconcile_id);
         self.reconcile_loop
             .record_generation(time, write.generation);
         if let Some((note, outcome)) = self.reconcile_of_write(time, write, succeeded, operator) {
             let loop_config = &config.reconcile_loop;
             let firing = self.signals.reconcile_loop.is_some();
             self.reconcile_loop
-                .record_reconcile(note, &outcome, loop_config, reference, firing);
-            self.finalizer.record_reconcile(note, &outcome, reference);
+                .record_reconcile(note, &outcome, loop_config, &reference, firing);
+            self.finalizer.record_reconcile(note, &outcome, &reference);
         }
         let writer = writer_of(write, operator);
         if succeeded {
             self.record_change(time, write, writer.actor, config);
         }
         self.conflict
-            .record_write(time, write.code, writer, reference);
+            .record_write(time, write.code, writer, &reference);
     }
 
     /// The reconcile a write shows: the one named by its reconcile id, or, from sources
@@ -348,20 +343,6 @@ impl TrackedObject {
 }
 
 /// Where to look for a record: its own reference, else its trace or reconcile.
-fn reference<'a>(
-    evidence: Option<&'a str>,
-    trace_id: &str,
-    reconcile_id: &str,
-) -> Option<Cow<'a, str>> {
-    if let Some(evidence) = evidence.filter(|evidence| !evidence.is_empty()) {
-        return Some(Cow::Borrowed(evidence));
-    }
-    if !trace_id.is_empty() {
-        return Some(Cow::Owned(format!("trace {trace_id}")));
-    }
-    (!reconcile_id.is_empty()).then(|| Cow::Owned(format!("reconcile {reconcile_id}")))
-}
-
 /// Who wrote: the actor, else the operator, else the instance.
 fn writer_of(write: &Write, operator: &OperatorRef) -> Writer {
     let actor = [

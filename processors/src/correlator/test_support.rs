@@ -6,7 +6,7 @@ use std::time::Duration;
 pub(crate) use super::events::{Counter, CounterEvent, Event, Nanos, Outcome};
 use super::events::{
     GaugeEvent, NANOS_PER_SECOND, ObjectEvent, ObjectEventKind, ObjectRef, ObjectState,
-    OperatorRef, Reconcile, Write,
+    OperatorRef, Reconcile, RecordPlace, Write,
 };
 use super::{Correlator, CorrelatorConfig, Signal};
 
@@ -48,7 +48,7 @@ impl Ev {
             object: widget(name),
             operator: operator(),
             kind,
-            evidence: None,
+            place: RecordPlace::default(),
         })
     }
 
@@ -91,8 +91,9 @@ impl Ev {
         Self::new(name, at, ObjectEventKind::Gone)
     }
 
+    /// Where the event's record is, as a source's own reference.
     pub(crate) fn evidence(mut self, reference: &str) -> Self {
-        self.0.evidence = Some(reference.into());
+        self.0.place.source = Some(reference.into());
         self
     }
 

@@ -150,6 +150,12 @@ pub(crate) mod otlp {
             self
         }
 
+        /// A trace id of any length, as a malformed record may carry.
+        pub(crate) fn trace_bytes(mut self, trace: &[u8]) -> Self {
+            self.0.trace_id = trace.to_vec();
+            self
+        }
+
         pub(crate) fn attr(mut self, key: &str, value: &str) -> Self {
             set_str(&mut self.0.attributes, key, value);
             self
