@@ -140,7 +140,8 @@ pub struct RecordPlace {
 
 impl RecordPlace {
     /// The evidence reference of an event of `reconcile_id` from this record, or
-    /// `None` when the record gives nothing to follow.
+    /// `None` when the record gives nothing to follow. Its ids are read back by
+    /// [`evidence_reference`](super::signal::evidence_reference).
     pub fn reference(&self, reconcile_id: &str) -> Option<String> {
         let mut reference = String::new();
         match (&self.source, &self.trace_id) {
