@@ -40,18 +40,26 @@ impl FinalizerConfig {
 /// What the finalizer detector keeps about one object.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FinalizerState {
-    /// The object's deletionTimestamp, once a record showed it.
-    deletion: Option<Nanos>,
-    /// Finalizers the latest record showed, when one did.
-    finalizers: Option<usize>,
-    /// The first of them, for the hint.
-    first_finalizer: String,
     /// When the object was reported deleted; older records no longer count.
     gone_at: Option<Nanos>,
     /// The time of the latest reconcile seen.
     last_reconcile: Option<Nanos>,
     /// The latest reconcile outcome known: its time, and whether it failed.
     last_outcome: Option<(Nanos, bool)>,
+    /// Boxed: most objects are never shown deleted or with finalizers, and this is
+    /// most of the state, held for every tracked object.
+    held: Option<Box<Held>>,
+}
+
+/// What records showed of an object's deletion and finalizers, and what followed.
+#[derive(Debug, Clone, Default)]
+struct Held {
+    /// The object's deletionTimestamp, once a record showed it.
+    deletion: Option<Nanos>,
+    /// Finalizers the latest record showed, when one did.
+    finalizers: Option<usize>,
+    /// The first of them, for the hint.
+    first_finalizer: String,
     reconciles_since_deletion: u32,
     errors_since_deletion: u32,
     /// The error of the latest failed reconcile since deletion.
@@ -59,55 +67,10 @@ pub(crate) struct FinalizerState {
     evidence: Evidence,
 }
 
-impl FinalizerState {
-    /// The object shows deletion and finalizers: a deadline runs.
-    pub(crate) fn pending(&self) -> bool {
+impl Held {
+    /// Deleted, and finalizers hold it.
+    fn pending(&self) -> bool {
         self.deletion.is_some() && self.finalizers.is_some_and(|count| count > 0)
-    }
-
-    pub(crate) fn record_state(&mut self, time: Nanos, state: &ObjectState) {
-        if self.gone_at.is_some_and(|gone| time <= gone) {
-            return;
-        }
-        if let Some(deletion) = state.deletion_timestamp {
-            if self.deletion != Some(deletion) {
-                self.reconciles_since_deletion = 0;
-                self.errors_since_deletion = 0;
-            }
-            self.deletion = Some(deletion);
-        }
-        if let Some(finalizers) = &state.finalizers {
-            self.finalizers = Some(finalizers.len());
-            self.first_finalizer = finalizers
-                .first()
-                .map(|name| bounded(name))
-                .unwrap_or_default();
-        }
-    }
-
-    pub(crate) fn record_gone(&mut self, time: Nanos) {
-        self.gone_at = self.gone_at.max(Some(time));
-        self.deletion = None;
-        self.finalizers = None;
-    }
-
-    pub(crate) fn record_reconcile(
-        &mut self,
-        note: ReconcileNote,
-        outcome: &Outcome,
-        reference: &LazyReference,
-    ) {
-        self.last_reconcile = self.last_reconcile.max(Some(note.at));
-        if note.first_outcome && self.last_outcome.is_none_or(|(at, _)| note.at >= at) {
-            self.last_outcome = Some((note.at, matches!(outcome, Outcome::Error(_))));
-        }
-        if self.deletion.is_none_or(|deletion| note.at < deletion) {
-            return;
-        }
-        if let Some(reference) = reference.get() {
-            self.evidence.push(reference);
-        }
-        self.count_since_deletion(note, outcome);
     }
 
     fn count_since_deletion(&mut self, note: ReconcileNote, outcome: &Outcome) {
@@ -120,6 +83,82 @@ impl FinalizerState {
         }
     }
 
+    fn evidence(&self) -> Vec<String> {
+        let mut evidence = self.evidence.as_slice().to_vec();
+        if !self.sample_error.is_empty() {
+            evidence.insert(0, format!("error: {}", self.sample_error));
+            evidence.truncate(super::signal::MAX_EVIDENCE);
+        }
+        evidence
+    }
+}
+
+impl FinalizerState {
+    /// The object shows deletion and finalizers: a deadline runs.
+    pub(crate) fn pending(&self) -> bool {
+        self.pending_deletion().is_some()
+    }
+
+    /// What is held, and since when, while the object is deleted and held.
+    fn pending_deletion(&self) -> Option<(&Held, Nanos)> {
+        let held = self.held.as_deref().filter(|held| held.pending())?;
+        Some((held, held.deletion?))
+    }
+
+    pub(crate) fn record_state(&mut self, time: Nanos, state: &ObjectState) {
+        if self.gone_at.is_some_and(|gone| time <= gone) {
+            return;
+        }
+        // Showing no deletion and no finalizers changes nothing until either is shown.
+        let shows_finalizers = state.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        if self.held.is_none() && state.deletion_timestamp.is_none() && !shows_finalizers {
+            return;
+        }
+        let held = self.held.get_or_insert_default();
+        if let Some(deletion) = state.deletion_timestamp {
+            if held.deletion != Some(deletion) {
+                held.reconciles_since_deletion = 0;
+                held.errors_since_deletion = 0;
+            }
+            held.deletion = Some(deletion);
+        }
+        if let Some(finalizers) = &state.finalizers {
+            held.finalizers = Some(finalizers.len());
+            held.first_finalizer = finalizers
+                .first()
+                .map(|name| bounded(name))
+                .unwrap_or_default();
+        }
+    }
+
+    pub(crate) fn record_gone(&mut self, time: Nanos) {
+        self.gone_at = self.gone_at.max(Some(time));
+        if let Some(held) = self.held.as_deref_mut() {
+            held.deletion = None;
+            held.finalizers = None;
+        }
+    }
+
+    pub(crate) fn record_reconcile(
+        &mut self,
+        note: ReconcileNote,
+        outcome: &Outcome,
+        reference: &LazyReference,
+    ) {
+        self.last_reconcile = self.last_reconcile.max(Some(note.at));
+        if note.first_outcome && self.last_outcome.is_none_or(|(at, _)| note.at >= at) {
+            self.last_outcome = Some((note.at, matches!(outcome, Outcome::Error(_))));
+        }
+        let since_deletion = |held: &&mut Held| held.deletion.is_some_and(|at| note.at >= at);
+        let Some(held) = self.held.as_deref_mut().filter(since_deletion) else {
+            return;
+        };
+        if let Some(reference) = reference.get() {
+            held.evidence.push(reference);
+        }
+        held.count_since_deletion(note, outcome);
+    }
+
     /// When the object must be looked at again whatever happens: its deadline, and
     /// while firing, the next update of its age or its turning critical.
     pub(crate) fn next_check(
@@ -129,7 +168,7 @@ impl FinalizerState {
         now: Nanos,
         update_interval: Nanos,
     ) -> Option<Nanos> {
-        let deletion = self.deletion.filter(|_| self.pending())?;
+        let (_, deletion) = self.pending_deletion()?;
         let max_age = nanos(config.max_age);
         if signal.is_none() {
             return Some(deletion.saturating_add(max_age).saturating_add(1));
@@ -158,18 +197,14 @@ impl FinalizerState {
         }
     }
 
-    fn evidence(&self) -> Vec<String> {
-        let mut evidence = self.evidence.as_slice().to_vec();
-        if !self.sample_error.is_empty() {
-            evidence.insert(0, format!("error: {}", self.sample_error));
-            evidence.truncate(super::signal::MAX_EVIDENCE);
-        }
-        evidence
-    }
-
     #[cfg(test)]
     pub(crate) fn footprint(&self) -> usize {
-        self.first_finalizer.capacity() + self.sample_error.capacity() + self.evidence.footprint()
+        self.held.as_deref().map_or(0, |held| {
+            std::mem::size_of::<Held>()
+                + held.first_finalizer.capacity()
+                + held.sample_error.capacity()
+                + held.evidence.footprint()
+        })
     }
 }
 
@@ -183,7 +218,7 @@ pub(crate) fn evaluate<'a>(
     config: &FinalizerConfig,
     now: Nanos,
 ) -> Option<Finding<'a>> {
-    let deletion = state.deletion.filter(|_| state.pending())?;
+    let (held, deletion) = state.pending_deletion()?;
     let age = now.saturating_sub(deletion);
     let max_age = nanos(config.max_age);
     if age <= max_age {
@@ -196,18 +231,18 @@ pub(crate) fn evaluate<'a>(
         severity: severity_for(age as f64, max_age as f64),
         figures: figures([
             ("age_seconds", age_seconds.floor()),
-            ("finalizers", state.finalizers.unwrap_or_default() as f64),
+            ("finalizers", held.finalizers.unwrap_or_default() as f64),
             (
                 "reconciles_since_deletion",
-                f64::from(state.reconciles_since_deletion),
+                f64::from(held.reconciles_since_deletion),
             ),
             (
                 "errors_since_deletion",
-                f64::from(state.errors_since_deletion),
+                f64::from(held.errors_since_deletion),
             ),
         ]),
-        evidence: Cow::Owned(state.evidence()),
-        hint: Cow::Owned(cause.hint(&state.first_finalizer)),
+        evidence: Cow::Owned(held.evidence()),
+        hint: Cow::Owned(cause.hint(&held.first_finalizer)),
         below_threshold: false,
     })
 }
@@ -256,6 +291,44 @@ mod tests {
             .iter()
             .filter(|s| s.signal == SignalType::FinalizerLeak)
             .collect()
+    }
+
+    #[test]
+    fn only_an_object_shown_deleted_or_with_finalizers_holds_their_state() {
+        use super::super::events::ObjectState;
+        use super::super::recent_reconciles::ReconcileNote;
+        use super::{FinalizerState, Outcome};
+        let mut state = FinalizerState::default();
+        let no_finalizers = ObjectState {
+            finalizers: Some(Vec::new()),
+            ..ObjectState::default()
+        };
+        state.record_state(secs(1), &no_finalizers);
+        let nowhere = Default::default();
+        let reference = super::LazyReference::new(&nowhere, "", "r1");
+        state.record_reconcile(
+            ReconcileNote::single(secs(2), true),
+            &Outcome::Ok,
+            &reference,
+        );
+        assert_eq!(state.footprint(), 0);
+        assert!(!state.pending());
+
+        let held = ObjectState {
+            finalizers: Some(vec!["example.com/cleanup".into()]),
+            ..ObjectState::default()
+        };
+        state.record_state(secs(3), &held);
+        assert!(state.footprint() > 0);
+        assert!(!state.pending(), "finalizers alone are no deletion");
+        let deleted = ObjectState {
+            deletion_timestamp: Some(secs(4)),
+            ..ObjectState::default()
+        };
+        state.record_state(secs(4), &deleted);
+        assert!(state.pending(), "the finalizers shown before still hold it");
+        state.record_gone(secs(5));
+        assert!(!state.pending());
     }
 
     fn deleting(name: &str, at: u64) -> Event {
