@@ -149,10 +149,12 @@ impl FinalizerState {
         if note.first_outcome && self.last_outcome.is_none_or(|(at, _)| note.at >= at) {
             self.last_outcome = Some((note.at, matches!(outcome, Outcome::Error(_))));
         }
-        let since_deletion = |held: &&mut Held| held.deletion.is_some_and(|at| note.at >= at);
-        let Some(held) = self.held.as_deref_mut().filter(since_deletion) else {
+        let Some(held) = self.held.as_deref_mut() else {
             return;
         };
+        if held.deletion.is_none_or(|deletion| note.at < deletion) {
+            return;
+        }
         if let Some(reference) = reference.get() {
             held.evidence.push(reference);
         }
