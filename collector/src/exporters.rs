@@ -74,17 +74,20 @@ impl Exporters {
         self.start_queue(queue, T::start)
     }
 
+    /// Whether `exporter` sends OTLP on, and so takes its data encoded.
+    pub fn sends_otlp(&self, exporter: &str) -> bool {
+        self.0
+            .get(exporter)
+            .is_some_and(|built| matches!(built.exporter, Built::Otlp(_) | Built::OtlpHttp(_)))
+    }
+
     /// Starts the sending queue of `queue.exporter` in `queue.pipeline` for OTLP data:
     /// an exporter that sends OTLP on takes it encoded, the others take it decoded.
     pub fn start_output<T: PipelineData + Telemetry>(
         &self,
         queue: QueueFor<'_>,
     ) -> Result<(Output<T>, SendingQueue), ConfigError> {
-        let sends_otlp = self
-            .0
-            .get(queue.exporter)
-            .is_some_and(|built| matches!(built.exporter, Built::Otlp(_) | Built::OtlpHttp(_)));
-        if sends_otlp {
+        if self.sends_otlp(queue.exporter) {
             let (sender, queue) = self.start_queue(queue, start_encoded::<T>)?;
             Ok((Output::Encoded(sender), queue))
         } else {

@@ -61,6 +61,16 @@ impl<T: Telemetry> Encoded<T> {
         }
     }
 
+    /// Requests encoded one after the other into `bytes` (see
+    /// [`Telemetry::encode_request_into`]), holding `items` in all.
+    pub fn concatenated(bytes: Vec<u8>, items: usize) -> Self {
+        Self {
+            bytes: Bytes::from(bytes),
+            items,
+            request: PhantomData,
+        }
+    }
+
     /// The encoded request, shared rather than copied.
     pub fn bytes(&self) -> Bytes {
         self.bytes.clone()

@@ -22,19 +22,28 @@ use crate::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, span};
 
 /// A request encoded in two passes.
 pub trait EncodeOnce {
-    fn encode_once(&self) -> Vec<u8>;
+    fn encode_once(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_once_into(&mut out);
+        out
+    }
+
+    /// Appends the encoding to `out`, which grows once, to exactly the size needed
+    /// when it is empty.
+    fn encode_once_into(&self, out: &mut Vec<u8>);
 }
 
 impl<M: Fields> EncodeOnce for M {
-    fn encode_once(&self) -> Vec<u8> {
+    fn encode_once_into(&self, out: &mut Vec<u8>) {
         let mut measure = Measure::default();
         self.fields(&mut measure);
+        out.reserve(measure.size);
         let mut write = Write {
-            out: Vec::with_capacity(measure.size),
+            out: std::mem::take(out),
             lengths: measure.lengths.into_iter(),
         };
         self.fields(&mut write);
-        write.out
+        *out = write.out;
     }
 }
 

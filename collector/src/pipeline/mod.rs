@@ -4,6 +4,7 @@
 //! which makes receivers refuse: backpressure end to end, nothing dropped between.
 
 pub mod consumer;
+pub mod encoded_batch;
 pub mod memory_watch;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ pub use consumer::{Acknowledgements, Consumer, Input, PipelineInput, Refusal};
 use crate::config::{ConfigError, ProcessorConfig};
 use crate::exporters::{Exporters, Output, PipelineData, QueueFor};
 use crate::self_telemetry::SelfTelemetry;
+use encoded_batch::EncodedBatcher;
 
 /// Requests a pipeline holds between receivers and its processors.
 pub const INPUT_QUEUE_CAPACITY: usize = 16;
@@ -91,6 +93,9 @@ pub struct Pipeline<T> {
     id: String,
     input: mpsc::Receiver<Input<T>>,
     chain: ProcessorChain<T>,
+    /// In place of a trailing `batch` processor when every exporter sends OTLP on:
+    /// batches of encoded bytes (see [`encoded_batch`]).
+    batcher: Option<EncodedBatcher<T>>,
     fan_out: FanOut<T>,
     /// Acknowledgements of inputs whose data the processors may still hold.
     unacknowledged: Vec<oneshot::Sender<()>>,
@@ -120,6 +125,13 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
         telemetry: &SelfTelemetry,
         abort: &CancellationToken,
     ) -> Result<(Self, PipelineInput<T>, Vec<SendingQueue>), ConfigError> {
+        let all_encoded = !exporters.is_empty() && exporters.iter().all(|e| built.sends_otlp(e));
+        let (processors, batcher) = match processors.split_last() {
+            Some(((_, ProcessorConfig::Batch(batch)), rest)) if all_encoded => {
+                (rest, Some(EncodedBatcher::new(batch.clone())))
+            }
+            _ => (processors, None),
+        };
         let chain = ProcessorChain::new(
             processors
                 .iter()
@@ -152,6 +164,7 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
             id: id.to_string(),
             input,
             chain,
+            batcher,
             fan_out,
             unacknowledged: Vec::new(),
             held: MemoryHold::default(),
@@ -171,7 +184,7 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
     /// flushes the processors. Dropping the pipeline closes the sending queues.
     pub async fn run(mut self) {
         loop {
-            let deadline = self.chain.deadline();
+            let deadline = self.deadline();
             let wake = async {
                 match deadline {
                     Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -187,26 +200,72 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
                     }
                     None => break,
                 },
-                () = wake => self.chain.on_deadline(Instant::now()),
+                () = wake => {
+                    let now = Instant::now();
+                    if let Some(batcher) = &mut self.batcher {
+                        batcher.on_deadline(now);
+                    }
+                    self.chain.on_deadline(now)
+                }
             };
             self.send(batches).await;
         }
         let rest = self.chain.flush(Instant::now());
-        self.send(rest).await;
+        if let Some(batcher) = &mut self.batcher {
+            for batch in rest {
+                batcher.add(batch, Instant::now());
+            }
+            batcher.flush();
+            self.send(Vec::new()).await;
+        } else {
+            self.send(rest).await;
+        }
         tracing::debug!(pipeline = %self.id, "pipeline drained");
     }
 
-    /// Hands what came out of the processors to the sending queues; its bytes are
-    /// then counted by the in-memory queues (or are on disk) and leave the pipeline's hold.
+    /// When the processors or the batcher must release what they hold.
+    fn deadline(&self) -> Option<Instant> {
+        let batcher = self.batcher.as_ref().and_then(EncodedBatcher::deadline);
+        self.chain.deadline().into_iter().chain(batcher).min()
+    }
+
+    /// Whether the processors or the batcher hold data back.
+    fn holds_data(&self) -> bool {
+        self.chain.deadline().is_some()
+            || self
+                .batcher
+                .as_ref()
+                .is_some_and(EncodedBatcher::holds_data)
+    }
+
+    /// Hands what came out of the processors to the sending queues (through the
+    /// batcher, when there is one); its bytes are then counted by the in-memory queues
+    /// (or are on disk) and leave the pipeline's hold.
     async fn send(&mut self, batches: Vec<T>) {
-        // Sizing walks every batch: only done when memory is counted.
-        let sent: u64 = match self.held.bytes() {
-            0 => 0,
-            _ => batches.iter().map(Telemetry::memory_size).sum(),
+        let now = Instant::now();
+        let queued = match &mut self.batcher {
+            Some(batcher) => {
+                for batch in batches {
+                    batcher.add(batch, now);
+                }
+                let ready = batcher.take_ready();
+                let sent: u64 = ready.iter().map(Batch::memory_size).sum();
+                let queued = self.fan_out.send_encoded(ready).await;
+                self.held.release(sent);
+                queued
+            }
+            None => {
+                // Sizing walks every batch: only done when memory is counted.
+                let sent: u64 = match self.held.bytes() {
+                    0 => 0,
+                    _ => batches.iter().map(Telemetry::memory_size).sum(),
+                };
+                let queued = self.fan_out.send_all(batches).await;
+                self.held.release(sent);
+                queued
+            }
         };
-        let queued = self.fan_out.send_all(batches).await;
-        self.held.release(sent);
-        if self.chain.deadline().is_none() {
+        if !self.holds_data() {
             // The processors hold nothing: whatever is left was filtered out or shrank.
             self.held.release(u64::MAX);
         }
@@ -222,7 +281,7 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
             self.unacknowledged.clear();
             return;
         }
-        if self.chain.deadline().is_some() {
+        if self.holds_data() {
             return;
         }
         for acknowledge in self.unacknowledged.drain(..) {
@@ -245,6 +304,15 @@ impl<T: Telemetry + PipelineData> FanOut<T> {
             if let Some(encoded) = encoded {
                 queued &= self.send_each(&self.encoded, encoded).await;
             }
+        }
+        queued
+    }
+
+    /// Hands batches encoded by the pipeline's batcher to every exporter.
+    async fn send_encoded(&self, batches: Vec<Encoded<T>>) -> bool {
+        let mut queued = true;
+        for batch in batches {
+            queued &= self.send_each(&self.encoded, batch).await;
         }
         queued
     }
