@@ -211,14 +211,10 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
             self.send(batches).await;
         }
         let rest = self.chain.flush(Instant::now());
+        self.send(rest).await;
         if let Some(batcher) = &mut self.batcher {
-            for batch in rest {
-                batcher.add(batch, Instant::now());
-            }
             batcher.flush();
             self.send(Vec::new()).await;
-        } else {
-            self.send(rest).await;
         }
         tracing::debug!(pipeline = %self.id, "pipeline drained");
     }
