@@ -54,11 +54,7 @@ pub struct Encoded<T> {
 
 impl<T: Telemetry> Encoded<T> {
     pub fn new(request: &T) -> Self {
-        Self {
-            bytes: Bytes::from(request.encode_request()),
-            items: request.item_count(),
-            request: PhantomData,
-        }
+        Self::concatenated(request.encode_request(), request.item_count())
     }
 
     /// Requests encoded one after the other into `bytes` (see

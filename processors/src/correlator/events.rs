@@ -147,12 +147,8 @@ impl RecordPlace {
         match (&self.source, &self.trace_id) {
             (Some(source), _) => reference.push_str(source),
             (None, Some(trace)) => {
-                reference.push_str("trace ");
-                reference.push_str(hex::Buffer::<16>::new().format(trace));
-                if let Some(span) = &self.span_id {
-                    reference.push_str(" span ");
-                    reference.push_str(hex::Buffer::<8>::new().format(span));
-                }
+                let span = self.span_id.as_ref().map(|span| span.as_slice());
+                push_ids(&mut reference, trace, span);
             }
             (None, None) => {}
         }
@@ -164,6 +160,16 @@ impl RecordPlace {
             reference.push_str(reconcile_id);
         }
         (!reference.is_empty()).then_some(reference)
+    }
+}
+
+/// Writes `trace <hex>`, then ` span <hex>` when there is a span id.
+pub(crate) fn push_ids(reference: &mut String, trace_id: &[u8], span_id: Option<&[u8]>) {
+    reference.push_str("trace ");
+    reference.push_str(&hex::encode(trace_id));
+    if let Some(span) = span_id {
+        reference.push_str(" span ");
+        reference.push_str(&hex::encode(span));
     }
 }
 

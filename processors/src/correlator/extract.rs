@@ -16,7 +16,7 @@ use opscope_proto::otlp::trace::v1::status::StatusCode;
 
 use super::events::{
     Counter, CounterEvent, Event, GaugeEvent, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectRef,
-    ObjectState, OperatorRef, Outcome, Reconcile, RecordPlace, Write,
+    ObjectState, OperatorRef, Outcome, Reconcile, RecordPlace, Write, push_ids,
 };
 use crate::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_str};
 use crate::kinds::plural_of_kind;
@@ -437,11 +437,8 @@ impl Record<'_> {
                 span_id,
             },
             _ => {
-                let mut source = format!("trace {}", hex(self.trace_id));
-                if let Some(span) = span {
-                    source.push_str(" span ");
-                    source.push_str(&hex(span));
-                }
+                let mut source = String::new();
+                push_ids(&mut source, self.trace_id, span);
                 RecordPlace {
                     source: Some(Arc::from(source)),
                     ..RecordPlace::default()
