@@ -16,6 +16,7 @@ pub mod attributes;
 pub mod batch;
 pub mod config;
 pub mod correlator;
+pub mod decoded_size;
 pub mod kinds;
 pub mod memory_limiter;
 pub mod name;

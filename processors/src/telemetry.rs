@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use crate::correlator::events::Event;
 use crate::correlator::extract;
+use crate::decoded_size::DecodedSize;
 use crate::tagger::OperatorTagger;
 use serde::de::DeserializeOwned;
 
@@ -110,7 +111,7 @@ pub trait Telemetry:
 {
     /// The OTLP response message answered for this request.
     type Response: Message + Default + Serialize + Send + 'static;
-    type ResourceData: Splittable + Clone + Debug + Send + Sync + 'static;
+    type ResourceData: Splittable + DecodedSize + Clone + Debug + Send + Sync + 'static;
 
     const KIND: TelemetryKind;
     /// gRPC method path of the OTLP export call.
@@ -145,10 +146,11 @@ pub trait Telemetry:
     /// holds all their data.
     fn encode_request_into(&self, out: &mut Vec<u8>);
 
-    /// Bytes the batch stands for in memory, as the memory limiter counts them: its
-    /// encoded size, a proxy for its decoded size that is cheap to compute.
+    /// Bytes the batch takes in memory, as the memory limiter counts them: its
+    /// decoded size, which a request of many small elements makes many times its
+    /// encoded size.
     fn memory_size(&self) -> u64 {
-        self.encoded_len() as u64
+        self.resource_data().heap_size()
     }
 
     /// Spans, log records or metric data points in this batch.

@@ -168,16 +168,34 @@ impl<T: Telemetry> Consumer<T> {
         self.hand_over(data, true).map(Acknowledgements)
     }
 
-    fn hand_over(&self, data: T, wait: bool) -> Result<Vec<oneshot::Receiver<()>>, Refusal> {
-        let counting = self.inputs.first().map(|input| &input.account);
-        let bytes = counting.map_or(0, |account| account.size_of(|| data.memory_size()));
-        let over_limit = |input: &PipelineInput<T>| {
+    /// Reserves `bytes` in the memory account for data about to be built (a request
+    /// being decoded), refused as a hand-over of that size would be; counted until the
+    /// hold is dropped. `None` when no pipeline counts memory.
+    pub fn reserve(&self, bytes: u64) -> Result<Option<MemoryHold>, Refusal> {
+        let Some(first) = self.inputs.first() else {
+            return Ok(None);
+        };
+        let bytes = first.account.size_of(|| bytes);
+        if self.any_over_limit(bytes) {
+            return Err(Refusal::MemoryLimit);
+        }
+        Ok((bytes > 0).then(|| first.account.hold(bytes)))
+    }
+
+    /// Whether a pipeline's memory limiter would refuse `bytes` more.
+    fn any_over_limit(&self, bytes: u64) -> bool {
+        self.inputs.iter().any(|input| {
             input
                 .limiter
                 .as_ref()
                 .is_some_and(|limiter| !limiter.admits(bytes))
-        };
-        if self.inputs.iter().any(over_limit) {
+        })
+    }
+
+    fn hand_over(&self, data: T, wait: bool) -> Result<Vec<oneshot::Receiver<()>>, Refusal> {
+        let counting = self.inputs.first().map(|input| &input.account);
+        let bytes = counting.map_or(0, |account| account.size_of(|| data.memory_size()));
+        if self.any_over_limit(bytes) {
             return Err(Refusal::MemoryLimit);
         }
         let mut permits = Vec::with_capacity(self.inputs.len());

@@ -1,7 +1,10 @@
 //! Limits on what one OTLP request may carry (attributes per resource, scope and
-//! record, key and value sizes, span events and links), checked once over the three
-//! request types; a request over any limit is refused whole, with the path of the
-//! first offending element, so its sender learns what to fix.
+//! record, key and value sizes, span events and links) and the lengths its trace
+//! and span ids must have, checked once over the three request types; a request
+//! over any limit or with a malformed id is refused whole, with the path of the
+//! first offending element, so its sender learns what to fix. What a request may
+//! decode into (`max_items`, `max_decoded_size_mib`) is checked on its bytes, before
+//! decoding (`decode_budget`).
 
 use opscope_processors::config::FieldError;
 use opscope_processors::{Telemetry, TelemetryKind};
@@ -30,6 +33,11 @@ pub struct InputLimits {
     pub max_attribute_value_bytes: usize,
     pub max_span_events: usize,
     pub max_span_links: usize,
+    /// Spans, log records or metric data points in one request, counted before it
+    /// is decoded.
+    pub max_items: usize,
+    /// Memory one request may take once decoded, in MiB, estimated before decoding.
+    pub max_decoded_size_mib: usize,
 }
 
 impl Default for InputLimits {
@@ -40,6 +48,11 @@ impl Default for InputLimits {
             max_attribute_value_bytes: 64 * 1024,
             max_span_events: 1000,
             max_span_links: 1000,
+            // 12 times the Collector's default batch; 100 000 empty spans decode to
+            // about 30 MiB.
+            max_items: 100_000,
+            // A 20 MiB HTTP request of ordinary spans decodes to about 100 MiB.
+            max_decoded_size_mib: 128,
         }
     }
 }
@@ -52,6 +65,8 @@ impl InputLimits {
             ("max_attribute_value_bytes", self.max_attribute_value_bytes),
             ("max_span_events", self.max_span_events),
             ("max_span_links", self.max_span_links),
+            ("max_items", self.max_items),
+            ("max_decoded_size_mib", self.max_decoded_size_mib),
         ] {
             if value == 0 {
                 return Err(FieldError::new(
@@ -71,13 +86,29 @@ pub struct LimitViolation {
     /// E.g. `resource_spans[0].scope_spans[1].spans[7]`.
     pub path: String,
     pub problem: String,
+    /// The `reason` label it is counted with.
+    pub reason: &'static str,
 }
+
+/// The `reason` label of requests refused for going over the input limits.
+pub const OVER_LIMITS: &str = "limits";
+/// The `reason` label of requests refused for a trace or span id of the wrong length.
+pub const INVALID_ID: &str = "invalid_id";
 
 impl LimitViolation {
     fn new(problem: String) -> Self {
         Self {
             path: String::new(),
             problem,
+            reason: OVER_LIMITS,
+        }
+    }
+
+    fn invalid_id(problem: String) -> Self {
+        Self {
+            path: String::new(),
+            problem,
+            reason: INVALID_ID,
         }
     }
 
@@ -134,6 +165,28 @@ fn count(what: &str, found: usize, limit: usize, setting: &str) -> Result<(), Li
         )));
     }
     Ok(())
+}
+
+/// The lengths OTLP gives trace and span ids.
+const TRACE_ID_BYTES: usize = 16;
+const SPAN_ID_BYTES: usize = 8;
+
+/// Whether an id has its length: `optional` ids may also be empty. Collectors and
+/// Jaeger refuse a whole batch over one malformed id, so it is refused here, where
+/// only its sender's request is lost.
+fn id(field: &str, id: &[u8], bytes: usize, optional: bool) -> Result<(), LimitViolation> {
+    if id.len() == bytes || (optional && id.is_empty()) {
+        return Ok(());
+    }
+    let allowed = if optional {
+        format!("{bytes} bytes or empty")
+    } else {
+        format!("{bytes} bytes")
+    };
+    Err(LimitViolation::invalid_id(format!(
+        "{field} of {} bytes, must be {allowed}",
+        id.len()
+    )))
 }
 
 fn attributes(
@@ -212,6 +265,9 @@ impl Checked for ScopeSpans {
 
 impl Checked for Span {
     fn check(&self, limits: &InputLimits) -> Result<(), LimitViolation> {
+        id("trace_id", &self.trace_id, TRACE_ID_BYTES, false)?;
+        id("span_id", &self.span_id, SPAN_ID_BYTES, false)?;
+        id("parent_span_id", &self.parent_span_id, SPAN_ID_BYTES, true)?;
         attributes("attributes", &self.attributes, limits)?;
         count(
             "events",
@@ -238,6 +294,8 @@ impl Checked for span::Event {
 
 impl Checked for span::Link {
     fn check(&self, limits: &InputLimits) -> Result<(), LimitViolation> {
+        id("trace_id", &self.trace_id, TRACE_ID_BYTES, false)?;
+        id("span_id", &self.span_id, SPAN_ID_BYTES, false)?;
         attributes("attributes", &self.attributes, limits)
     }
 }
@@ -258,6 +316,8 @@ impl Checked for ScopeLogs {
 
 impl Checked for LogRecord {
     fn check(&self, limits: &InputLimits) -> Result<(), LimitViolation> {
+        id("trace_id", &self.trace_id, TRACE_ID_BYTES, true)?;
+        id("span_id", &self.span_id, SPAN_ID_BYTES, true)?;
         attributes("attributes", &self.attributes, limits)
     }
 }
@@ -316,6 +376,8 @@ impl Checked for SummaryDataPoint {
 
 impl Checked for Exemplar {
     fn check(&self, limits: &InputLimits) -> Result<(), LimitViolation> {
+        id("trace_id", &self.trace_id, TRACE_ID_BYTES, true)?;
+        id("span_id", &self.span_id, SPAN_ID_BYTES, true)?;
         attributes("filtered_attributes", &self.filtered_attributes, limits)
     }
 }
@@ -348,6 +410,15 @@ mod tests {
         (0..n).map(|i| attribute(&format!("k{i}"), "v")).collect()
     }
 
+    /// A span with the ids OTLP requires.
+    fn with_ids() -> Span {
+        Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            ..Default::default()
+        }
+    }
+
     fn traces(span: Span) -> ExportTraceServiceRequest {
         let scope = |spans| ScopeSpans {
             spans,
@@ -355,10 +426,7 @@ mod tests {
         };
         ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
-                scope_spans: vec![
-                    scope(vec![Span::default()]),
-                    scope(vec![Span::default(), span]),
-                ],
+                scope_spans: vec![scope(vec![with_ids()]), scope(vec![with_ids(), span])],
                 ..Default::default()
             }],
         }
@@ -375,7 +443,7 @@ mod tests {
     fn too_many_span_attributes_are_reported_with_the_span_path() {
         let span = Span {
             attributes: attributes_of(300),
-            ..Default::default()
+            ..with_ids()
         };
         assert_eq!(
             violation(&traces(span)),
@@ -387,7 +455,7 @@ mod tests {
     fn long_values_long_keys_and_event_attributes() {
         let long_value = Span {
             attributes: vec![attribute("payload", &"x".repeat(70_000))],
-            ..Default::default()
+            ..with_ids()
         };
         assert_eq!(
             violation(&traces(long_value)),
@@ -395,7 +463,7 @@ mod tests {
         );
         let long_key = Span {
             attributes: vec![attribute(&"k".repeat(2000), "v")],
-            ..Default::default()
+            ..with_ids()
         };
         assert!(violation(&traces(long_key)).ends_with(
             "spans[1].attributes[0]: key of 2000 bytes, more than max_attribute_key_bytes 1024"
@@ -408,7 +476,7 @@ mod tests {
                     ..Default::default()
                 },
             ],
-            ..Default::default()
+            ..with_ids()
         };
         assert!(
             violation(&traces(event))
@@ -416,7 +484,7 @@ mod tests {
         );
         let events = Span {
             events: vec![span::Event::default(); 1001],
-            ..Default::default()
+            ..with_ids()
         };
         assert!(
             violation(&traces(events)).ends_with("1001 events, more than max_span_events 1000")
@@ -469,9 +537,86 @@ mod tests {
         let span = Span {
             attributes: attributes_of(128),
             events: vec![span::Event::default(); 1000],
-            ..Default::default()
+            ..with_ids()
         };
         assert_eq!(traces(span).check_limits(&InputLimits::default()), Ok(()));
+    }
+
+    #[test]
+    fn ids_of_the_wrong_length_are_refused_with_their_path() {
+        let long_trace_id = Span {
+            trace_id: vec![7; 5000],
+            ..with_ids()
+        };
+        let refused = traces(long_trace_id)
+            .check_limits(&InputLimits::default())
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "resource_spans[0].scope_spans[1].spans[1]: trace_id of 5000 bytes, must be 16 bytes"
+        );
+        assert_eq!(refused.reason, INVALID_ID);
+        let short_span_id = Span {
+            span_id: vec![7; 3],
+            ..with_ids()
+        };
+        assert!(
+            violation(&traces(short_span_id))
+                .ends_with("spans[1]: span_id of 3 bytes, must be 8 bytes")
+        );
+        let missing = Span {
+            trace_id: Vec::new(),
+            ..with_ids()
+        };
+        assert!(
+            violation(&traces(missing))
+                .ends_with("spans[1]: trace_id of 0 bytes, must be 16 bytes")
+        );
+        let bad_parent = Span {
+            parent_span_id: vec![1; 16],
+            ..with_ids()
+        };
+        assert!(
+            violation(&traces(bad_parent))
+                .ends_with("spans[1]: parent_span_id of 16 bytes, must be 8 bytes or empty")
+        );
+        let bad_link = Span {
+            links: vec![span::Link {
+                trace_id: vec![1; 16],
+                span_id: vec![1; 9],
+                ..Default::default()
+            }],
+            ..with_ids()
+        };
+        assert!(
+            violation(&traces(bad_link))
+                .ends_with("spans[1].links[0]: span_id of 9 bytes, must be 8 bytes")
+        );
+        // A log record need not belong to a trace; when it does, its ids are whole.
+        let log = |trace_id: Vec<u8>| ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                scope_logs: vec![ScopeLogs {
+                    log_records: vec![LogRecord {
+                        trace_id,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        assert_eq!(
+            log(Vec::new()).check_limits(&InputLimits::default()),
+            Ok(())
+        );
+        assert_eq!(
+            log(vec![3; 16]).check_limits(&InputLimits::default()),
+            Ok(())
+        );
+        assert_eq!(
+            violation(&log(vec![3; 15])),
+            "resource_logs[0].scope_logs[0].log_records[0]: trace_id of 15 bytes, must be 16 bytes or empty"
+        );
     }
 
     #[test]

@@ -18,11 +18,12 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use super::grpc_service::{Export, ExportServer};
-use super::{OVER_LIMITS, refusal_message};
+use super::grpc_service::{Admitted, Export, ExportServer};
+use super::refusal_message;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::GrpcGuard;
+use crate::receivers::decode_budget::{Admission, Refused, WireFormat, admit};
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
 use crate::receivers::server::ServerSecurity;
 use crate::self_telemetry::ReceiverMetrics;
@@ -47,13 +48,39 @@ impl<T: Telemetry + WithinLimits> ExportService<T> {
         }
     }
 
-    async fn accept(&self, request: Request<T>) -> Result<Response<T::Response>, Status> {
-        let data = request.into_inner();
+    /// Refuses a request before it is decoded when it is undecodable, over the
+    /// budget of what it may decode into, or would take the memory limiter over.
+    fn admit_bytes(&self, message: &[u8]) -> Result<Admission, Status> {
+        admit(WireFormat::Protobuf, message, &self.limits, &self.consumer).map_err(|refused| {
+            match refused {
+                // Counted as a bad request by the status correction, as prost's are.
+                Refused::Undecodable(err) => {
+                    Status::invalid_argument(format!("{UNDECODABLE}: {err}"))
+                }
+                Refused::OverBudget { reason, items } => {
+                    self.metrics.refused("too_large", items);
+                    Status::resource_exhausted(reason)
+                }
+                Refused::Memory { refusal, items } => {
+                    self.metrics.refused(refusal.reason(), items);
+                    refusal_status(refusal)
+                }
+            }
+        })
+    }
+
+    async fn accept(
+        &self,
+        request: Request<Admitted<T, Admission>>,
+    ) -> Result<Response<T::Response>, Status> {
+        let Admitted { data, admission } = request.into_inner();
         let items = data.item_count();
         if let Err(violation) = data.check_limits(&self.limits) {
-            self.metrics.refused(OVER_LIMITS, items);
+            self.metrics.refused(violation.reason, items);
             return Err(Status::invalid_argument(violation.to_string()));
         }
+        // The pipelines count the request from here on.
+        drop(admission.hold);
         match self.consumer.deliver(data).await {
             Ok(()) => {
                 self.metrics.accepted(items);
@@ -83,7 +110,16 @@ fn refusal_status(refusal: Refusal) -> Status {
 }
 
 impl<T: Telemetry + WithinLimits> Export<T> for ExportService<T> {
-    async fn export(&self, request: Request<T>) -> Result<Response<T::Response>, Status> {
+    type Admission = Admission;
+
+    fn admit(&self, message: &[u8]) -> Result<Admission, Status> {
+        self.admit_bytes(message)
+    }
+
+    async fn export(
+        &self,
+        request: Request<Admitted<T, Admission>>,
+    ) -> Result<Response<T::Response>, Status> {
         self.accept(request).await
     }
 }

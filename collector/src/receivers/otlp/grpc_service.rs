@@ -48,10 +48,23 @@ impl ExportRpc for ExportMetricsServiceRequest {
 
 /// What answers an accepted or refused export request.
 pub trait Export<T: Telemetry>: Send + Sync + 'static {
+    /// What a request's admission holds until it is answered.
+    type Admission: Send + 'static;
+
+    /// Looks at a request's bytes before they are decoded: a refusal answers it
+    /// without building anything.
+    fn admit(&self, message: &[u8]) -> Result<Self::Admission, Status>;
+
     fn export(
         &self,
-        request: Request<T>,
+        request: Request<Admitted<T, Self::Admission>>,
     ) -> impl Future<Output = Result<Response<T::Response>, Status>> + Send;
+}
+
+/// A decoded request and what its admission holds.
+pub struct Admitted<T, A> {
+    pub data: T,
+    pub admission: A,
 }
 
 /// The `Export` service of `T`: requests decoded from a slice, then answered by
@@ -115,7 +128,8 @@ where
             // Another method of this service: none but `Export` exists.
             return Box::pin(async { Ok(Status::unimplemented("").into_http()) });
         }
-        let mut grpc = Grpc::new(SliceCodec::<T>::default())
+        let codec = SliceCodec::<T, H>(Arc::clone(&self.handler), PhantomData);
+        let mut grpc = Grpc::new(codec)
             .apply_compression_config(
                 self.accept_compressed,
                 EnabledCompressionEncodings::default(),
@@ -129,54 +143,50 @@ where
 /// The unary `Export` method, as tonic calls it once the request is decoded.
 struct ExportMethod<T, H>(Arc<H>, PhantomData<fn() -> T>);
 
-impl<T: Telemetry, H: Export<T>> UnaryService<T> for ExportMethod<T, H> {
+impl<T: Telemetry, H: Export<T>> UnaryService<Admitted<T, H::Admission>> for ExportMethod<T, H> {
     type Response = T::Response;
     type Future = BoxFuture<Response<T::Response>, Status>;
 
-    fn call(&mut self, request: Request<T>) -> Self::Future {
+    fn call(&mut self, request: Request<Admitted<T, H::Admission>>) -> Self::Future {
         let handler = Arc::clone(&self.0);
         Box::pin(async move { handler.export(request).await })
     }
 }
 
-/// Decodes `T` from the contiguous message, encodes the response with prost.
-struct SliceCodec<T>(PhantomData<fn() -> T>);
+/// Admits and decodes `T` from the contiguous message, encodes the response with
+/// prost.
+struct SliceCodec<T, H>(Arc<H>, PhantomData<fn() -> T>);
 
-impl<T> Default for SliceCodec<T> {
-    fn default() -> Self {
-        Self(PhantomData)
-    }
-}
-
-impl<T: Telemetry> Codec for SliceCodec<T> {
+impl<T: Telemetry, H: Export<T>> Codec for SliceCodec<T, H> {
     type Encode = T::Response;
-    type Decode = T;
+    type Decode = Admitted<T, H::Admission>;
     type Encoder = ResponseEncoder<T::Response>;
-    type Decoder = SliceDecoder<T>;
+    type Decoder = SliceDecoder<T, H>;
 
     fn encoder(&mut self) -> Self::Encoder {
         ResponseEncoder(PhantomData)
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        SliceDecoder(PhantomData)
+        SliceDecoder(Arc::clone(&self.0), PhantomData)
     }
 }
 
-struct SliceDecoder<T>(PhantomData<fn() -> T>);
+struct SliceDecoder<T, H>(Arc<H>, PhantomData<fn() -> T>);
 
-impl<T: Message + Default> Decoder for SliceDecoder<T> {
-    type Item = T;
+impl<T: Telemetry, H: Export<T>> Decoder for SliceDecoder<T, H> {
+    type Item = Admitted<T, H::Admission>;
     type Error = Status;
 
-    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<T>, Status> {
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
         // The message's bytes, split off tonic's buffer without a copy.
         let message = buf.copy_to_bytes(buf.remaining());
+        let admission = self.0.admit(message.as_ref())?;
         // prost's message ("failed to decode Protobuf message: ..."), which the
         // receiver's status correction counts as a bad request.
-        T::decode(message.as_ref())
-            .map(Some)
-            .map_err(|err| Status::new(Code::InvalidArgument, err.to_string()))
+        let data = T::decode(message.as_ref())
+            .map_err(|err| Status::new(Code::InvalidArgument, err.to_string()))?;
+        Ok(Some(Admitted { data, admission }))
     }
 }
 
@@ -207,11 +217,17 @@ mod tests {
     struct Keep(Mutex<Vec<ExportTraceServiceRequest>>);
 
     impl Export<ExportTraceServiceRequest> for Arc<Keep> {
+        type Admission = ();
+
+        fn admit(&self, _: &[u8]) -> Result<(), Status> {
+            Ok(())
+        }
+
         async fn export(
             &self,
-            request: Request<ExportTraceServiceRequest>,
+            request: Request<Admitted<ExportTraceServiceRequest, ()>>,
         ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-            self.0.lock().unwrap().push(request.into_inner());
+            self.0.lock().unwrap().push(request.into_inner().data);
             Ok(Response::new(ExportTraceServiceResponse::default()))
         }
     }

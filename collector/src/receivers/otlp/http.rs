@@ -19,10 +19,11 @@ use opscope_proto::prost::Message;
 use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
 
-use super::{OVER_LIMITS, refusal_message};
-use crate::pipeline::Consumer;
+use super::refusal_message;
+use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::{Authenticator, HttpGuard};
+use crate::receivers::decode_budget::{Refused, WireFormat, admit};
 use crate::receivers::http_body::read_body;
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
 use crate::receivers::server::{ServerSecurity, serve_http};
@@ -47,6 +48,20 @@ impl Format {
             Some(Self::Json)
         } else {
             None
+        }
+    }
+
+    fn wire(self) -> WireFormat {
+        match self {
+            Self::Protobuf => WireFormat::Protobuf,
+            Self::Json => WireFormat::Json,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Protobuf => "protobuf",
+            Self::Json => "JSON",
         }
     }
 
@@ -164,6 +179,22 @@ async fn export<T: Telemetry + WithinLimits>(
             return error(format, rejection.status, rejection.message);
         }
     };
+    let admission = match admit(format.wire(), &body, &endpoint.limits, &endpoint.consumer) {
+        Ok(admission) => admission,
+        Err(Refused::Undecodable(err)) => {
+            endpoint.metrics.refused("bad_request", 0);
+            let message = format!("undecodable OTLP/{} body: {err}", format.name());
+            return error(format, StatusCode::BAD_REQUEST, message);
+        }
+        Err(Refused::OverBudget { reason, items }) => {
+            endpoint.metrics.refused("too_large", items);
+            return error(format, StatusCode::PAYLOAD_TOO_LARGE, reason);
+        }
+        Err(Refused::Memory { refusal, items }) => {
+            endpoint.metrics.refused(refusal.reason(), items);
+            return refused(format, refusal);
+        }
+    };
     let data: T = match format.decode(&body) {
         Ok(data) => data,
         Err(message) => {
@@ -171,11 +202,14 @@ async fn export<T: Telemetry + WithinLimits>(
             return error(format, StatusCode::BAD_REQUEST, message);
         }
     };
+    drop(body);
     let items = data.item_count();
     if let Err(violation) = data.check_limits(&endpoint.limits) {
-        endpoint.metrics.refused(OVER_LIMITS, items);
+        endpoint.metrics.refused(violation.reason, items);
         return error(format, StatusCode::BAD_REQUEST, violation.to_string());
     }
+    // The pipelines count the request from here on.
+    drop(admission.hold);
     match endpoint.consumer.deliver(data).await {
         Ok(()) => {
             endpoint.metrics.accepted(items);
@@ -187,18 +221,24 @@ async fn export<T: Telemetry + WithinLimits>(
         }
         Err(refusal) => {
             endpoint.metrics.refused(refusal.reason(), items);
-            let status = if refusal.is_retryable() {
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::NOT_FOUND
-            };
-            let mut response = error(format, status, refusal_message(refusal).to_string());
-            if status == StatusCode::SERVICE_UNAVAILABLE {
-                response.headers_mut().insert(RETRY_AFTER, 1.into());
-            }
-            response
+            refused(format, refusal)
         }
     }
+}
+
+/// The answer to a request the pipelines refused: 503 with `Retry-After` when it
+/// may be sent again later.
+fn refused(format: Format, refusal: Refusal) -> Response {
+    let status = if refusal.is_retryable() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    let mut response = error(format, status, refusal_message(refusal).to_string());
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(RETRY_AFTER, 1.into());
+    }
+    response
 }
 
 /// An OTLP error answer: a `google.rpc.Status` in the request's format.

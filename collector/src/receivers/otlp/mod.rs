@@ -47,9 +47,6 @@ pub async fn start(
     Ok(())
 }
 
-/// The `reason` label of requests refused for going over the input limits.
-const OVER_LIMITS: &str = "limits";
-
 /// What a client is told when its request is refused.
 fn refusal_message(refusal: Refusal) -> &'static str {
     match refusal {
