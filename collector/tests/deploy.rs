@@ -53,6 +53,11 @@ const CONFIG_ENV: &[(&str, &str)] = &[
     ("JAEGER_OTLP_ENDPOINT", "http://jaeger-collector:4317"),
     ("ALERTMANAGER_ENDPOINT", "http://alertmanager:9093"),
     ("OPSCOPE_GATEWAY_ENDPOINT", "http://opscope-gateway:4317"),
+    // Where the Secret opscope-audit-token is mounted; here a token of the tests.
+    (
+        "OPSCOPE_AUDIT_TOKEN_FILE",
+        "tests/fixtures/kubernetes/audit-token",
+    ),
 ];
 
 fn validate(config: &Path, env: &[(&str, &str)]) -> std::process::Output {

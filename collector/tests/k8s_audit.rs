@@ -406,6 +406,73 @@ fn bad_batches_are_refused_with_a_reason_and_counted() {
     assert_eq!(sink.log_record_count(), 0);
 }
 
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .expect("a VmRSS line")
+        * 1024
+}
+
+#[test]
+fn a_batch_of_millions_of_empty_events_is_refused_before_they_are_read() {
+    const MIB: u64 = 1024 * 1024;
+    let sink = OtlpSink::grpc();
+    // As the shipped DaemonSet runs it: a token, and the default limits.
+    let agent = start_with(&sink, "batch", "auth: { bearer_tokens: [audit-token] }");
+    let items = vec!["{}"; 5_500_000].join(",");
+    let list =
+        format!(r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{items}]}}"#);
+    assert!(list.len() < 16 * MIB as usize);
+    let compressed = gzip(list.as_bytes());
+    let post = |token: &str| {
+        let authorization = format!("Bearer {token}");
+        http_post(
+            &agent.audit,
+            "/audit",
+            &[
+                JSON,
+                ("Content-Encoding", "gzip"),
+                ("Authorization", &authorization),
+            ],
+            &compressed,
+        )
+        .expect("POST")
+    };
+    assert_eq!(post("guess").status, 401, "an unauthenticated client");
+    let refused = post("audit-token");
+    assert_eq!(refused.status, 413, "{}", refused.text());
+    assert_eq!(
+        refused.text(),
+        "the batch holds more than max_events_per_request 10000 events"
+    );
+    let resident = resident_bytes(agent.opscope.pid());
+    assert!(resident < 128 * MIB, "{} MiB", resident / MIB);
+    common::report_fault(
+        "audit_amplification",
+        &[("rss_mib", (resident / MIB) as f64)],
+    );
+
+    let real = event_list(status_update(1, now_nanos()).to_vec());
+    let authorization = "Bearer audit-token";
+    let taken = http_post(
+        &agent.audit,
+        "/audit",
+        &[JSON, ("Authorization", authorization)],
+        &real,
+    )
+    .expect("POST");
+    assert_eq!(taken.status, 200, "{}", taken.text());
+    assert!(
+        sink.wait_for(TIMEOUT, |received| received.log_record_count() == 1),
+        "got {} records",
+        sink.log_record_count()
+    );
+}
+
 #[test]
 fn a_full_pipeline_answers_503_and_loses_nothing_it_accepted() {
     let sink = OtlpSink::grpc();

@@ -32,7 +32,8 @@ fn audit_line(line: &str) {
 }
 
 fn webhook_body(body: &[u8]) {
-    if let Ok(list) = EventList::parse(body)
+    let config = K8sAuditConfig::default();
+    if let Ok(list) = EventList::parse(body, config.max_events_per_request)
         && let Ok(events) = list.events()
     {
         for event in &events {
@@ -45,8 +46,8 @@ fn webhook_body(body: &[u8]) {
             event.qualified_resource();
         }
     }
-    let filter = EventFilter::new(&K8sAuditConfig::default());
-    if let Ok(mut request) = admitted_records(body, &filter) {
+    let filter = EventFilter::new(&config);
+    if let Ok(mut request) = admitted_records(body, &filter, config.max_events_per_request) {
         OperatorTagger::new(&TaggerConfig::default()).tag_logs(&mut request);
     }
 }

@@ -80,7 +80,7 @@ impl MemoryLimiter {
     /// baseline) and the last resident size sampled. The resident size is what the
     /// kernel enforces, but it is sampled once per interval and keeps pages the
     /// allocator has not returned; the held bytes follow every request but count only
-    /// the data's encoded size, not allocation overhead, connections or encoding
+    /// the data's decoded size, not allocation overhead, connections or encoding
     /// buffers. Each covers the other's blind spot, and the larger never underestimates.
     pub fn usage(&self) -> u64 {
         let held = self.0.account.bytes().saturating_add(self.0.baseline);

@@ -36,6 +36,8 @@ pub struct K8sAuditConfig {
     pub storage: Option<PathBuf>,
     /// Largest batch accepted in bytes, measured after decompression; larger: 413.
     pub max_request_body_size: usize,
+    /// Most events in one batch; more: 413, before any is read.
+    pub max_events_per_request: usize,
     /// Stages whose events become records.
     pub stages: Vec<String>,
     /// Globs (`*`, `?`) on `user.username`: events of other users are skipped.
@@ -65,6 +67,8 @@ impl Default for K8sAuditConfig {
             file: None,
             storage: None,
             max_request_body_size: 16 * MIB,
+            // The API server sends at most 400 a batch (`--audit-webhook-batch-max-size`).
+            max_events_per_request: 10_000,
             stages: vec!["ResponseComplete".into()],
             // Operators act as service accounts; people and the control plane do not.
             users: vec!["system:serviceaccount:*".into()],
@@ -121,6 +125,12 @@ impl K8sAuditConfig {
         if self.max_request_body_size == 0 {
             return Err(FieldError::new(
                 "max_request_body_size",
+                "must be at least 1",
+            ));
+        }
+        if self.max_events_per_request == 0 {
+            return Err(FieldError::new(
+                "max_events_per_request",
                 "must be at least 1",
             ));
         }

@@ -1,7 +1,10 @@
 //! The webhook's payload: an `audit.k8s.io` `EventList`, split into its events, each
 //! kept as its own JSON text with the few fields the receiver reads.
 
+use std::fmt;
+
 use serde::Deserialize;
+use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use opscope_processors::timestamp::parse_rfc3339;
@@ -22,9 +25,31 @@ struct ListDocument<'a> {
     kind: String,
     #[serde(default)]
     api_version: String,
-    /// The API server writes an empty list as `null`.
+    /// The API server writes an empty list as `null`. Split into items only once
+    /// their number is known to be within the limit.
     #[serde(borrow, default)]
-    items: Option<Vec<&'a RawValue>>,
+    items: Option<&'a RawValue>,
+}
+
+/// Why a batch is not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListError {
+    /// Not an audit `EventList`: a bad request.
+    Invalid(String),
+    /// More events than the receiver takes in one batch.
+    TooManyEvents { limit: usize },
+}
+
+impl fmt::Display for ListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Invalid(reason) => f.write_str(reason),
+            Self::TooManyEvents { limit } => write!(
+                f,
+                "the batch holds more than max_events_per_request {limit} events"
+            ),
+        }
+    }
 }
 
 /// What the receiver reads of one event; the rest of it is carried in the body.
@@ -65,23 +90,44 @@ pub struct AuditEvent<'a> {
 }
 
 impl<'a> EventList<'a> {
-    /// Reads a batch; the reason says what is wrong with one that is not an
-    /// `audit.k8s.io` `EventList`.
-    pub fn parse(body: &'a [u8]) -> Result<Self, String> {
-        let document: ListDocument<'a> =
-            serde_json::from_slice(body).map_err(|e| format!("not an audit EventList: {e}"))?;
+    /// Reads a batch of at most `max_events` events; the reason says what is wrong
+    /// with one that is not an `audit.k8s.io` `EventList`.
+    pub fn parse(body: &'a [u8], max_events: usize) -> Result<Self, ListError> {
+        let invalid =
+            |e: serde_json::Error| ListError::Invalid(format!("not an audit EventList: {e}"));
+        let document: ListDocument<'a> = serde_json::from_slice(body).map_err(invalid)?;
         if document.kind != EVENT_LIST
             || !document.api_version.starts_with(AUDIT_API_VERSION_PREFIX)
         {
-            return Err(format!(
+            return Err(ListError::Invalid(format!(
                 "expected kind EventList of apiVersion audit.k8s.io/v1, got kind {:?} apiVersion {:?}",
                 document.kind, document.api_version
-            ));
+            )));
         }
+        let items = match document.items {
+            Some(items) => {
+                let mut items = serde_json::Deserializer::from_str(items.get());
+                let bounded = BoundedItems { max_events };
+                items
+                    .deserialize_option(bounded)
+                    .map_err(|e| match e.to_string() {
+                        reason if reason.starts_with(TOO_MANY) => {
+                            ListError::TooManyEvents { limit: max_events }
+                        }
+                        _ => invalid(e),
+                    })?
+            }
+            None => Vec::new(),
+        };
         Ok(Self {
             api_version: document.api_version,
-            items: document.items.unwrap_or_default(),
+            items,
         })
+    }
+
+    /// How many events the batch holds.
+    pub fn len(&self) -> usize {
+        self.items.len()
     }
 
     /// The events with their headers read; an item that is not an event fails the
@@ -104,6 +150,46 @@ impl<'a> EventList<'a> {
                 })
             })
             .collect()
+    }
+}
+
+const TOO_MANY: &str = "more events than allowed";
+
+/// The items of a list, each left as its JSON text, refused beyond `max_events`
+/// before more are kept: a batch of millions of `{}` stays a few bytes each until
+/// then.
+struct BoundedItems {
+    max_events: usize,
+}
+
+impl<'de> Visitor<'de> for BoundedItems {
+    type Value = Vec<&'de RawValue>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a list of audit events")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, items: D) -> Result<Self::Value, D::Error> {
+        items.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<&'de RawValue>()? {
+            if items.len() == self.max_events {
+                return Err(serde::de::Error::custom(TOO_MANY));
+            }
+            items.push(item);
+        }
+        Ok(items)
     }
 }
 
@@ -185,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_batch_gives_its_events_as_complete_documents() {
-        let list = EventList::parse(EVENT_LIST.as_bytes()).unwrap();
+        let list = EventList::parse(EVENT_LIST.as_bytes(), 100).unwrap();
         let events = list.events().unwrap();
         assert_eq!(events.len(), 3);
         let patch = &events[1];
@@ -214,7 +300,7 @@ mod tests {
             {"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a","stage":"ResponseComplete"},
             { },
             {"objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2024-05-01T12:00:00Z","stageTimestamp":"soon"}]}"#;
-        let list = EventList::parse(list).unwrap();
+        let list = EventList::parse(list, 100).unwrap();
         let events = list.events().unwrap();
         assert!(
             events[0]
@@ -243,7 +329,10 @@ mod tests {
             )
         };
         let lone = list(r"\ud800b3f1");
-        let refused = EventList::parse(lone.as_bytes()).unwrap().events().err();
+        let refused = EventList::parse(lone.as_bytes(), 100)
+            .unwrap()
+            .events()
+            .err();
         assert!(
             refused
                 .as_deref()
@@ -251,7 +340,7 @@ mod tests {
             "{refused:?}"
         );
         let pair = list(r"\ud83d\ude00");
-        let parsed = EventList::parse(pair.as_bytes()).unwrap();
+        let parsed = EventList::parse(pair.as_bytes(), 100).unwrap();
         let events = parsed.events().unwrap();
         let body: serde_json::Value = serde_json::from_str(&events[1].body()).unwrap();
         assert_eq!(body["objectRef"]["uid"], "\u{1f600}");
@@ -259,9 +348,9 @@ mod tests {
 
     #[test]
     fn other_documents_are_refused_with_a_reason() {
-        let reason = |body: &str| match EventList::parse(body.as_bytes()) {
+        let reason = |body: &str| match EventList::parse(body.as_bytes(), 100) {
             Ok(list) => list.events().map(|_| String::new()).unwrap_or_else(|e| e),
-            Err(reason) => reason,
+            Err(reason) => reason.to_string(),
         };
         assert!(reason("{not json").starts_with("not an audit EventList"));
         assert!(reason("").starts_with("not an audit EventList"));
@@ -287,8 +376,32 @@ mod tests {
         );
         let empty = EventList::parse(
             br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":null}"#,
+            100,
         )
         .unwrap();
         assert!(empty.events().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_batch_of_more_events_than_the_limit_is_refused_before_they_are_read() {
+        let list = |items: usize| {
+            let items = vec!["{}"; items].join(",");
+            format!(r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{items}]}}"#)
+        };
+        assert_eq!(
+            EventList::parse(list(3).as_bytes(), 3).map(|l| l.len()),
+            Ok(3)
+        );
+        let refused = EventList::parse(list(5_500_000).as_bytes(), 3).err();
+        assert_eq!(refused, Some(ListError::TooManyEvents { limit: 3 }));
+        assert_eq!(
+            refused.map(|e| e.to_string()).as_deref(),
+            Some("the batch holds more than max_events_per_request 3 events")
+        );
+        let not_a_list = br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":7}"#;
+        assert!(matches!(
+            EventList::parse(not_a_list, 3),
+            Err(ListError::Invalid(reason)) if reason.starts_with("not an audit EventList")
+        ));
     }
 }

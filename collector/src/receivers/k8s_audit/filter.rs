@@ -62,7 +62,7 @@ mod tests {
     fn admitted(config: &K8sAuditConfig, items: &str) -> Vec<String> {
         let body =
             format!(r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{items}]}}"#);
-        let list = EventList::parse(body.as_bytes()).unwrap();
+        let list = EventList::parse(body.as_bytes(), 100).unwrap();
         let filter = EventFilter::new(config);
         list.events()
             .unwrap()

@@ -15,6 +15,8 @@ use super::event_list::EventList;
 use super::filter::EventFilter;
 use super::webhook::admitted_records;
 
+const MAX_EVENTS: usize = 10_000;
+
 const EVENT_LIST: &str =
     include_str!("../../../../processors/tests/fixtures/audit/event_list.json");
 
@@ -45,7 +47,7 @@ proptest! {
     /// event names its kind and version (put back when the list left them out).
     #[test]
     fn mutated_event_lists_give_valid_event_documents(body in mutated_bytes(seeds())) {
-        let Ok(list) = EventList::parse(&body) else {
+        let Ok(list) = EventList::parse(&body, MAX_EVENTS) else {
             return Ok(());
         };
         let Ok(events) = list.events() else {
@@ -68,8 +70,8 @@ proptest! {
     #[test]
     fn admitted_records_are_tagged_without_panic(body in mutated_bytes(seeds())) {
         let filter = EventFilter::new(&K8sAuditConfig::default());
-        if let Ok(mut request) = admitted_records(&body, &filter) {
-            let items = EventList::parse(&body).map_or(0, |list| list.events().map_or(0, |e| e.len()));
+        if let Ok(mut request) = admitted_records(&body, &filter, MAX_EVENTS) {
+            let items = EventList::parse(&body, MAX_EVENTS).map_or(0, |list| list.events().map_or(0, |e| e.len()));
             let records = log_records(&request).count();
             prop_assert!(records <= items, "{records} records of {items} events");
             for record in log_records(&request) {

@@ -68,7 +68,7 @@ mod tests {
         let body = br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
             {"auditID":"a-1","stage":"ResponseComplete","verb":"update","stageTimestamp":"2024-05-01T12:00:00.5Z"},
             {"stage":"ResponseComplete","verb":"get"}]}"#;
-        let list = EventList::parse(body).unwrap();
+        let list = EventList::parse(body, 100).unwrap();
         let request = audit_logs(&list.events().unwrap(), 42);
         let [resource_logs] = request.resource_logs.as_slice() else {
             panic!("one resource")

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
 
 use super::config::K8sAuditConfig;
-use super::event_list::EventList;
+use super::event_list::{AuditEvent, EventList, ListError};
 use super::filter::EventFilter;
 use super::records::audit_logs;
 use crate::pipeline::{Consumer, Refusal};
@@ -35,6 +35,7 @@ struct Webhook {
     metrics: ReceiverMetrics,
     filter: Arc<EventFilter>,
     max_body: usize,
+    max_events: usize,
 }
 
 pub fn serve(
@@ -51,6 +52,7 @@ pub fn serve(
         metrics: metrics.clone(),
         filter: Arc::new(EventFilter::new(config)),
         max_body: config.max_request_body_size,
+        max_events: config.max_events_per_request,
     };
     // The API server posts to whatever path its webhook kubeconfig names.
     let router = Router::new()
@@ -69,11 +71,28 @@ pub fn serve(
 }
 
 async fn receive(State(webhook): State<Webhook>, body: Body) -> Response {
-    let read = read_body(body, webhook.max_body).await;
-    let request = match read.and_then(|body| admitted_records(&body, &webhook.filter)) {
+    let body = match read_body(body, webhook.max_body).await {
+        Ok(body) => body,
+        Err(rejection) => return webhook.reject(rejection),
+    };
+    let list = match EventList::parse(&body, webhook.max_events) {
+        Ok(list) => list,
+        Err(error) => return webhook.reject(list_rejection(error)),
+    };
+    // What reading the events and building their records takes, reserved before
+    // either is done.
+    let reserved = match webhook.consumer.reserve(decoded_size(&body, &list)) {
+        Ok(reserved) => reserved,
+        Err(refusal) => {
+            webhook.metrics.refused(refusal.reason(), list.len());
+            return refusal_response(refusal);
+        }
+    };
+    let request = match records_of(&list, &webhook.filter) {
         Ok(request) => request,
         Err(rejection) => return webhook.reject(rejection),
     };
+    drop(reserved);
     let items = request.item_count();
     if items == 0 {
         return StatusCode::OK.into_response();
@@ -98,20 +117,53 @@ impl Webhook {
     }
 }
 
-/// The records of the batch's events that the filter admits, all in one request.
+/// The records of the batch's events that the filter admits, all in one request;
+/// a batch of more than `max_events` events is refused before they are read. The
+/// webhook's steps, in one call for the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn admitted_records(
     body: &[u8],
     filter: &EventFilter,
+    max_events: usize,
 ) -> Result<ExportLogsServiceRequest, Rejection> {
-    let bad_request = |message| Rejection {
+    let list = EventList::parse(body, max_events).map_err(list_rejection)?;
+    records_of(&list, filter)
+}
+
+/// An upper bound of the memory the batch's events and records take once read: the
+/// events' headers, and the records' copies of the events' text.
+fn decoded_size(body: &[u8], list: &EventList<'_>) -> u64 {
+    let headers = list.len().saturating_mul(size_of::<AuditEvent<'_>>());
+    u64::try_from(headers.saturating_add(body.len().saturating_mul(2))).unwrap_or(u64::MAX)
+}
+
+fn records_of(
+    list: &EventList<'_>,
+    filter: &EventFilter,
+) -> Result<ExportLogsServiceRequest, Rejection> {
+    let mut events = list.events().map_err(|message| Rejection {
         status: StatusCode::BAD_REQUEST,
         reason: "bad_request",
         message,
-    };
-    let list = EventList::parse(body).map_err(bad_request)?;
-    let mut events = list.events().map_err(bad_request)?;
+    })?;
     events.retain(|event| filter.admits(event));
     Ok(audit_logs(&events, now_unix_nano()))
+}
+
+fn list_rejection(error: ListError) -> Rejection {
+    let message = error.to_string();
+    match error {
+        ListError::Invalid(_) => Rejection {
+            status: StatusCode::BAD_REQUEST,
+            reason: "bad_request",
+            message,
+        },
+        ListError::TooManyEvents { .. } => Rejection {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            reason: "too_large",
+            message,
+        },
+    }
 }
 
 fn refusal_response(refusal: Refusal) -> Response {
