@@ -2,6 +2,7 @@
 //! path; built only with the `fuzzing` feature and not part of the crate's API.
 
 pub use crate::config::{Config, DEFAULT_CONFIG};
+pub use crate::receivers::decode_budget::{Census, WireFormat};
 pub use crate::receivers::filelog::checkpoint::Position;
 pub use crate::receivers::filelog::config::LineFormat;
 pub use crate::receivers::filelog::cri::{Stream, parse_container_line};

@@ -394,3 +394,41 @@ fn json_of_many_empty_spans_is_counted_without_building_them() {
             .is_err()
     );
 }
+
+mod properties {
+    use opscope_testkit::mutate::mutated_bytes;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Whatever prost decodes, the census reads too, and counts at least what the
+    /// decoded request takes (a string repeated on the wire counts each time; prost
+    /// keeps the last).
+    fn census_covers<T: Telemetry>(body: &[u8]) -> Result<(), TestCaseError> {
+        if let Ok(decoded) = T::decode(body) {
+            let census = Census::of(T::KIND, WireFormat::Protobuf, body);
+            prop_assert!(census.is_ok(), "{census:?}");
+            let census = census.unwrap_or_default();
+            prop_assert!(census.items >= decoded.item_count() as u64);
+            prop_assert!(census.decoded_bytes >= decoded.memory_size());
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        #[test]
+        fn the_census_covers_every_request_prost_decodes(
+            body in mutated_bytes(vec![
+                traces().encode_to_vec(),
+                logs().encode_to_vec(),
+                metrics().encode_to_vec(),
+            ])
+        ) {
+            census_covers::<ExportTraceServiceRequest>(&body)?;
+            census_covers::<ExportLogsServiceRequest>(&body)?;
+            census_covers::<ExportMetricsServiceRequest>(&body)?;
+        }
+    }
+}
