@@ -9,8 +9,13 @@ use std::time::Duration;
 use common::{Behaviour, Opscope, OtlpSink, Ports, http_post};
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{
+    Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, metric, number_data_point,
+};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use std::io::Write;
@@ -438,4 +443,76 @@ fn undecodable_grpc_requests_are_invalid_argument_and_counted() {
         &[("transport", "grpc"), ("reason", "bad_request")],
     );
     assert_eq!(refused, 1.0);
+}
+
+/// A gauge with one data point per pod, `pods` pods: one series each once exported
+/// to Prometheus.
+fn gauge_per_pod(pods: usize) -> ExportMetricsServiceRequest {
+    let points = (0..pods)
+        .map(|pod| NumberDataPoint {
+            attributes: vec![KeyValue {
+                key: "pod".into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(format!("pod-{pod}"))),
+                }),
+                ..Default::default()
+            }],
+            time_unix_nano: 1_700_000_000_000_000_000,
+            value: Some(number_data_point::Value::AsDouble(pod as f64)),
+            ..Default::default()
+        })
+        .collect();
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            scope_metrics: vec![ScopeMetrics {
+                metrics: vec![Metric {
+                    name: "queue_depth".into(),
+                    data: Some(metric::Data::Gauge(Gauge {
+                        data_points: points,
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+#[test]
+fn series_beyond_max_series_are_counted_as_refused_not_sent() {
+    let ports = Ports::free();
+    let endpoint = format!("127.0.0.1:{}", common::free_port());
+    let exporter = format!("{{ endpoint: {endpoint}, max_series: 5 }}");
+    let opscope = Opscope::start(&ports.config("prometheus", &exporter), &ports.health_addr());
+    let answer = http_post(
+        &ports.http_addr(),
+        "/v1/metrics",
+        &[("Content-Type", "application/x-protobuf")],
+        &gauge_per_pod(20).encode_to_vec(),
+    )
+    .expect("post the metrics");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+
+    let refused = opscope.wait_for_metric(
+        &ports.metrics_addr(),
+        "opscope_exporter_send_failed_metric_points_total",
+        &[("exporter", "prometheus"), ("reason", "max_series")],
+        15.0,
+        TIMEOUT,
+    );
+    assert_eq!(refused, 15.0, "{}", opscope.logs());
+    let sent = opscope.metric_value(
+        &ports.metrics_addr(),
+        "opscope_exporter_sent_metric_points_total",
+        &[("exporter", "prometheus")],
+    );
+    assert_eq!(sent, 5.0, "only the series kept count as sent");
+    let scraped = common::http_get(&endpoint, "/metrics").expect("scrape the exporter");
+    let kept = scraped
+        .text()
+        .lines()
+        .filter(|line| line.starts_with("queue_depth{"))
+        .count();
+    assert_eq!(kept, 5, "{}", scraped.text());
 }

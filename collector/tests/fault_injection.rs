@@ -10,7 +10,7 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Opscope, Ports, wait_until};
+use common::{Opscope, OtlpSink, Ports, http_post, wait_until};
 use flate2::read::GzDecoder;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
@@ -272,5 +272,125 @@ fn every_fault_of_the_backend_is_retried_and_every_span_arrives_once() {
             ("attempts", attempts.len() as f64),
             ("retry_after_pause_ms", paused.as_millis() as f64),
         ],
+    );
+}
+
+/// A request of about 15 MB: 50 000 spans of some 300 bytes under five resources, one
+/// of them (30 000 spans, 9 MB) larger than a gRPC message may be alone.
+fn fifteen_megabytes() -> ExportTraceServiceRequest {
+    let resources = [30_000, 5_000, 5_000, 5_000, 5_000];
+    let mut first = 0u64;
+    let resource_spans = resources
+        .iter()
+        .map(|&count| {
+            let spans = (first..first + count)
+                .map(|i| Span {
+                    trace_id: [i.to_be_bytes(), [7; 8]].concat(),
+                    span_id: (i + 1).to_be_bytes().to_vec(),
+                    name: format!("span-{i:06}-{}", "x".repeat(270)),
+                    ..Default::default()
+                })
+                .collect();
+            first += count;
+            ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        })
+        .collect();
+    ExportTraceServiceRequest { resource_spans }
+}
+
+/// Sends a 15 MB OTLP/HTTP request through the agent to a second agent with the
+/// default gRPC limit (4 MiB, refused with RESOURCE_EXHAUSTED), which forwards to a
+/// sink; `settings` are the first agent's exporter settings. Returns the agent's logs.
+fn through_a_4_mib_next_hop(test: &str, settings: &str) -> String {
+    let sink = OtlpSink::grpc();
+    let next = Ports::free();
+    let next_exporter = format!("{{ endpoint: {} }}", sink.endpoint());
+    let _next_hop = Opscope::start(
+        &next.config("otlp/sink", &next_exporter),
+        &next.health_addr(),
+    );
+    let ports = Ports::free();
+    let exporter = format!("{{ endpoint: {}, {settings} }}", next.grpc_url());
+    let opscope = Opscope::start(&ports.config("otlp/next", &exporter), &ports.health_addr());
+
+    let request = fifteen_megabytes();
+    let body = request.encode_to_vec();
+    assert!(body.len() > 14_000_000, "{} bytes", body.len());
+    let started = Instant::now();
+    let answer = http_post(
+        &ports.http_addr(),
+        "/v1/traces",
+        &[("Content-Type", "application/x-protobuf")],
+        &body,
+    )
+    .expect("post the request");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+
+    // Two agents of a debug build take some 15 s to carry 15 MB on a busy machine.
+    let arrived = sink.wait_for(4 * TIMEOUT, |received| received.span_count() >= 50_000);
+    let elapsed = started.elapsed();
+    let received = sink.received();
+    assert!(
+        arrived,
+        "{} of 50000 spans arrived\n{}",
+        received.span_count(),
+        opscope.logs()
+    );
+    let mut names: Vec<&str> = received.spans().map(|span| span.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), 50_000, "every span once");
+    let failed = opscope.metric_value(
+        &ports.metrics_addr(),
+        "opscope_exporter_send_failed_spans_total",
+        &[("exporter", "otlp/next")],
+    );
+    assert_eq!(failed, 0.0, "nothing dropped\n{}", opscope.logs());
+    let sent = opscope.metric_value(
+        &ports.metrics_addr(),
+        "opscope_exporter_sent_spans_total",
+        &[("exporter", "otlp/next")],
+    );
+    assert_eq!(sent, 50_000.0);
+    common::report_fault(
+        test,
+        &[
+            ("in", 50_000.0),
+            ("out", received.span_count() as f64),
+            ("duplicated", (received.span_count() - names.len()) as f64),
+            ("dropped", failed),
+            ("request_bytes", body.len() as f64),
+            ("delivered_ms", elapsed.as_millis() as f64),
+        ],
+    );
+    opscope.logs()
+}
+
+#[test]
+fn a_15_mb_request_goes_to_a_4_mib_next_hop_in_parts_and_every_span_arrives() {
+    let logs = through_a_4_mib_next_hop("request_15mb_next_hop_4mib", "compression: gzip");
+    assert!(
+        !logs.contains("refused a request for its size"),
+        "max_request_size kept every request under the next hop's limit\n{logs}"
+    );
+}
+
+#[test]
+fn a_batch_the_next_hop_refuses_for_its_size_is_sent_again_in_halves() {
+    // `max_request_size: 0` sends batches whole: the next hop's RESOURCE_EXHAUSTED is
+    // what makes the agent cut them.
+    let logs = through_a_4_mib_next_hop(
+        "request_15mb_next_hop_4mib_refused",
+        "compression: none, max_request_size: 0",
+    );
+    assert!(
+        logs.contains("refused a request for its size"),
+        "the next hop refused the whole batch\n{logs}"
     );
 }

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use opscope_processors::Telemetry;
 use opscope_processors::correlator::Signal;
 
+use crate::split;
+
 /// A batch that knows how many items it holds, and how to be kept on disk.
 pub trait Batch: Send + Sync + Sized + 'static {
     /// What one item is called in logs (`spans`, `signals`).
@@ -19,6 +21,12 @@ pub trait Batch: Send + Sync + Sized + 'static {
     fn to_record(&self) -> Vec<u8>;
     /// A batch back from a durable queue's record.
     fn from_record(record: &[u8]) -> Result<Self, String>;
+    /// Bytes of the request the batch goes out as (its OTLP encoding), what an
+    /// exporter's `max_request_size` bounds.
+    fn request_size(&self) -> usize;
+    /// The batch cut into batches of at most `max` request bytes each, in order; an
+    /// item over `max` alone is a batch of its own, larger than `max`.
+    fn cut(&self, max: usize) -> Result<Vec<Self>, String>;
 }
 
 impl<T: Telemetry + prost::Message + Default> Batch for T {
@@ -40,6 +48,20 @@ impl<T: Telemetry + prost::Message + Default> Batch for T {
 
     fn from_record(record: &[u8]) -> Result<Self, String> {
         T::decode(record).map_err(|error| error.to_string())
+    }
+
+    fn request_size(&self) -> usize {
+        self.encoded_len()
+    }
+
+    /// Cut encoded, so that the sizes are exact, then decoded again: decoded batches
+    /// are cut only when a destination refuses one for its size.
+    fn cut(&self, max: usize) -> Result<Vec<Self>, String> {
+        Encoded::new(self)
+            .cut(max)?
+            .iter()
+            .map(|part| T::decode(part.bytes()).map_err(|error| error.to_string()))
+            .collect()
     }
 }
 
@@ -119,6 +141,24 @@ impl<T: Telemetry> Batch for Encoded<T> {
             request: PhantomData,
         })
     }
+
+    fn request_size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Cut on the wire, without decoding: whole resources are shared slices of the
+    /// batch, and only a resource too large alone is rebuilt in parts.
+    fn cut(&self, max: usize) -> Result<Vec<Self>, String> {
+        let parts = split::cut(&self.bytes, T::KIND, max).map_err(|error| error.to_string())?;
+        Ok(parts
+            .into_iter()
+            .map(|part| Self {
+                bytes: part.bytes,
+                items: part.items,
+                request: PhantomData,
+            })
+            .collect())
+    }
 }
 
 /// Signal changes (firing, updated, resolved) on their way to an exporter.
@@ -147,6 +187,31 @@ impl Batch for SignalBatch {
         serde_json::from_slice(record)
             .map(SignalBatch)
             .map_err(|error| error.to_string())
+    }
+
+    /// The JSON record's size, close to that of the spans and log records the
+    /// signals become.
+    fn request_size(&self) -> usize {
+        self.to_record().len()
+    }
+
+    fn cut(&self, max: usize) -> Result<Vec<Self>, String> {
+        let mut parts = Vec::new();
+        let mut part = Vec::new();
+        let mut part_size = 2;
+        for signal in &self.0 {
+            let size = serde_json::to_vec(signal).map_or(0, |json| json.len() + 1);
+            if part_size + size > max && !part.is_empty() {
+                parts.push(SignalBatch(std::mem::take(&mut part)));
+                part_size = 2;
+            }
+            part_size += size;
+            part.push(signal.clone());
+        }
+        if !part.is_empty() {
+            parts.push(SignalBatch(part));
+        }
+        Ok(parts)
     }
 }
 

@@ -12,6 +12,8 @@ pub struct Delivery {
     /// Items the destination accepted the request for but refused to keep
     /// (OTLP partial success).
     pub rejected_items: u64,
+    /// Why, as the `reason` of the failed-items count; `rejected` when not given.
+    pub rejected_reason: Option<&'static str>,
     pub message: String,
 }
 
@@ -27,6 +29,10 @@ pub enum ExportError {
     /// Sending the same batch again cannot succeed (malformed, unauthorised, ...).
     #[error("{reason}")]
     Permanent { reason: String },
+    /// The destination refused the request for its size (gRPC `RESOURCE_EXHAUSTED`
+    /// without a retry delay, HTTP 413): the batch may pass in smaller parts.
+    #[error("{reason}")]
+    TooLarge { reason: String },
 }
 
 impl ExportError {
@@ -48,10 +54,20 @@ impl ExportError {
 /// from several consumers at once and retries what it reports as retryable.
 pub trait Exporter<T: Batch>: Send + Sync + 'static {
     fn export(&self, batch: &T) -> impl Future<Output = Result<Delivery, ExportError>> + Send;
+
+    /// The largest request the destination takes, in [`Batch::request_size`] bytes:
+    /// the queue cuts larger batches before they are sent. `None`: no limit known.
+    fn max_request_size(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<T: Batch, E: Exporter<T>> Exporter<T> for std::sync::Arc<E> {
     fn export(&self, batch: &T) -> impl Future<Output = Result<Delivery, ExportError>> + Send {
         E::export(self, batch)
+    }
+
+    fn max_request_size(&self) -> Option<usize> {
+        E::max_request_size(self)
     }
 }

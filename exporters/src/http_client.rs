@@ -68,7 +68,8 @@ impl Answer {
         }
     }
 
-    /// `Ok` for a 2xx; otherwise the failure, retryable for 408, 429 and 5xx.
+    /// `Ok` for a 2xx; otherwise the failure, retryable for 408, 429 and 5xx, to be
+    /// sent in parts for 413.
     pub fn into_result(self) -> Result<Vec<u8>, ExportError> {
         if self.status.is_success() {
             return Ok(self.body);
@@ -80,6 +81,8 @@ impl Answer {
                 reason,
                 retry_after: self.retry_after,
             })
+        } else if self.status == reqwest::StatusCode::PAYLOAD_TOO_LARGE {
+            Err(ExportError::TooLarge { reason })
         } else {
             Err(ExportError::permanent(reason))
         }
@@ -138,6 +141,21 @@ mod tests {
         let delay = parse_retry_after(&header(&later)).expect("date parses");
         assert!(delay > Duration::from_secs(50) && delay <= Duration::from_secs(60));
         assert_eq!(parse_retry_after(&header("soon")), None);
+    }
+
+    #[test]
+    fn a_413_may_pass_in_parts() {
+        let answer = Answer {
+            status: reqwest::StatusCode::PAYLOAD_TOO_LARGE,
+            retry_after: None,
+            body: b"body too large".to_vec(),
+        };
+        assert_eq!(
+            answer.into_result(),
+            Err(ExportError::TooLarge {
+                reason: "HTTP 413 Payload Too Large: body too large".into()
+            })
+        );
     }
 
     #[test]

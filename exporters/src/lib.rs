@@ -24,6 +24,7 @@ pub mod prometheus;
 pub mod queue;
 pub mod server_tls;
 pub mod settings;
+pub mod split;
 pub mod tls;
 
 pub use batch::{Batch, Encoded, SignalBatch};

@@ -79,7 +79,11 @@ fn naming_url(failure: ExportError, url: &str) -> ExportError {
             reason: format!("{url}: {reason}"),
             retry_after,
         },
-        ExportError::Permanent { reason } => ExportError::permanent(format!("{url}: {reason}")),
+        // Alerts go to every Alertmanager: parts would be sent again to those that
+        // took the whole, so a refusal for size is final.
+        ExportError::Permanent { reason } | ExportError::TooLarge { reason } => {
+            ExportError::permanent(format!("{url}: {reason}"))
+        }
     }
 }
 

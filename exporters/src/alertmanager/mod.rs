@@ -6,7 +6,7 @@ mod client;
 pub mod config;
 mod state;
 #[cfg(test)]
-mod test_signals;
+pub(crate) mod test_signals;
 #[cfg(test)]
 mod tests;
 

@@ -41,6 +41,11 @@ pub struct OtlpExporterConfig {
     pub compression: Compression,
     #[serde(default = "default_timeout", deserialize_with = "duration")]
     pub timeout: Duration,
+    /// The largest request sent, in bytes of protobuf before compression: larger
+    /// batches go in several requests. 4 MiB is what gRPC servers take by default;
+    /// 0 sends batches whole.
+    #[serde(default = "default_max_request_size")]
+    pub max_request_size: usize,
     #[serde(default)]
     pub sending_queue: QueueConfig,
     #[serde(default)]
@@ -49,6 +54,10 @@ pub struct OtlpExporterConfig {
 
 fn default_timeout() -> Duration {
     Duration::from_secs(5)
+}
+
+fn default_max_request_size() -> usize {
+    4 * 1024 * 1024
 }
 
 /// Where and how to connect, derived from `endpoint` and `tls`.
@@ -60,6 +69,11 @@ pub struct Target {
 }
 
 impl OtlpExporterConfig {
+    /// `max_request_size` as a limit, `None` for none.
+    pub fn request_size_limit(&self) -> Option<usize> {
+        (self.max_request_size > 0).then_some(self.max_request_size)
+    }
+
     pub fn validate(&self, protocol: OtlpProtocol) -> Result<(), FieldError> {
         let target = self.target(protocol)?;
         if target.tls && protocol == OtlpProtocol::Grpc && self.tls.insecure_skip_verify {

@@ -24,6 +24,7 @@ pub struct GrpcExporter {
     compression: Option<CompressionEncoding>,
     metadata: MetadataMap,
     timeout: Duration,
+    max_request_size: Option<usize>,
 }
 
 impl GrpcExporter {
@@ -60,6 +61,7 @@ impl GrpcExporter {
             compression,
             metadata,
             timeout: config.timeout,
+            max_request_size: config.request_size_limit(),
         })
     }
 }
@@ -82,11 +84,19 @@ impl Exporter<SignalBatch> for GrpcExporter {
         self.send(&Encoded::new(&signal_spans(batch))).await?;
         self.send(&Encoded::new(&signal_logs(batch))).await
     }
+
+    fn max_request_size(&self) -> Option<usize> {
+        self.max_request_size
+    }
 }
 
 impl<T: Telemetry> Exporter<Encoded<T>> for GrpcExporter {
     async fn export(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
         self.send(batch).await
+    }
+
+    fn max_request_size(&self) -> Option<usize> {
+        self.max_request_size
     }
 }
 
@@ -111,6 +121,7 @@ impl GrpcExporter {
                 Ok(Delivery {
                     rejected_items,
                     message,
+                    ..Delivery::default()
                 })
             }
             Err(status) => Err(classify(&status)),
@@ -118,14 +129,21 @@ impl GrpcExporter {
     }
 }
 
+/// What a tonic server answers, with OUT_OF_RANGE, to a message over its limit.
+const TONIC_TOO_LARGE: &str = "Error, decoded message length too large";
+
 /// Sorts a gRPC failure as the OTLP specification says: these codes are worth
-/// retrying, and RESOURCE_EXHAUSTED only when the server says when to come back.
+/// retrying, and RESOURCE_EXHAUSTED only when the server says when to come back;
+/// without a delay, it is how servers refuse a message over their size limit.
 fn classify(status: &Status) -> ExportError {
     let retry_after = status
         .get_details_retry_info()
         .and_then(|info| info.retry_delay);
     let reason = format!("gRPC {:?}: {}", status.code(), status.message());
     match status.code() {
+        Code::OutOfRange if status.message().starts_with(TONIC_TOO_LARGE) => {
+            ExportError::TooLarge { reason }
+        }
         Code::Cancelled
         | Code::DeadlineExceeded
         | Code::Aborted
@@ -139,6 +157,7 @@ fn classify(status: &Status) -> ExportError {
             reason,
             retry_after,
         },
+        Code::ResourceExhausted => ExportError::TooLarge { reason },
         _ => ExportError::permanent(reason),
     }
 }
@@ -204,7 +223,18 @@ mod tests {
         ));
         assert!(matches!(
             classify(&Status::resource_exhausted("x")),
-            ExportError::Permanent { .. }
+            ExportError::TooLarge { .. }
+        ));
+        let tonic_limit = Status::out_of_range(
+            "Error, decoded message length too large: found 5000000 bytes, the limit is: 4194304 bytes",
+        );
+        assert!(matches!(
+            classify(&tonic_limit),
+            ExportError::TooLarge { .. }
+        ));
+        assert!(matches!(
+            classify(&Status::out_of_range("x")),
+            ExportError::Retryable { .. }
         ));
         let throttled = Status::with_error_details(
             Code::ResourceExhausted,

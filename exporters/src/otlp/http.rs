@@ -22,6 +22,7 @@ pub struct HttpExporter {
     client: reqwest::Client,
     base_url: String,
     gzip: bool,
+    max_request_size: Option<usize>,
 }
 
 impl HttpExporter {
@@ -31,6 +32,7 @@ impl HttpExporter {
             client: build_client(&config.tls, &config.headers, config.timeout)?,
             base_url: target.url,
             gzip: config.compression == Compression::Gzip,
+            max_request_size: config.request_size_limit(),
         })
     }
 
@@ -64,6 +66,7 @@ impl HttpExporter {
         Ok(Delivery {
             rejected_items,
             message,
+            ..Delivery::default()
         })
     }
 }
@@ -74,10 +77,18 @@ impl Exporter<SignalBatch> for HttpExporter {
         self.send(&Encoded::new(&signal_spans(batch))).await?;
         self.send(&Encoded::new(&signal_logs(batch))).await
     }
+
+    fn max_request_size(&self) -> Option<usize> {
+        self.max_request_size
+    }
 }
 
 impl<T: Telemetry> Exporter<Encoded<T>> for HttpExporter {
     async fn export(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
         self.send(batch).await
+    }
+
+    fn max_request_size(&self) -> Option<usize> {
+        self.max_request_size
     }
 }

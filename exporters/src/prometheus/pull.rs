@@ -12,7 +12,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::PrometheusConfig;
 use super::server::{self, Format, SharedState};
-use super::state::{Changes, SeriesState};
+use super::state::{Changes, SeriesState, delivery};
 use super::store::Refusals;
 use crate::batch::SignalBatch;
 use crate::exporter::{Delivery, ExportError, Exporter};
@@ -96,24 +96,22 @@ impl PrometheusExporter {
         }
     }
 
-    fn update(&self, changes_of: impl FnOnce(&SeriesState) -> Changes) {
+    fn update(&self, changes_of: impl FnOnce(&SeriesState) -> Changes) -> Delivery {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let changes = changes_of(&state);
-        state.apply(changes, Instant::now());
+        delivery(&state.apply(changes, Instant::now()))
     }
 }
 
 /// Metrics are converted; traces and logs feed the reconcile and write counts.
 impl<T: Telemetry> Exporter<T> for PrometheusExporter {
     async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
-        self.update(|state| state.telemetry_changes(batch));
-        Ok(Delivery::default())
+        Ok(self.update(|state| state.telemetry_changes(batch)))
     }
 }
 
 impl Exporter<SignalBatch> for PrometheusExporter {
     async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
-        self.update(|state| state.signal_changes(batch));
-        Ok(Delivery::default())
+        Ok(self.update(|state| state.signal_changes(batch)))
     }
 }

@@ -13,7 +13,7 @@ use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
 use tokio::sync::Mutex;
 
 use super::config::RemoteWriteConfig;
-use super::state::{Changes, SeriesState};
+use super::state::{Changes, SeriesState, delivery};
 use super::write_request::write_request;
 use crate::batch::SignalBatch;
 use crate::exporter::{Delivery, ExportError, Exporter};
@@ -78,8 +78,7 @@ impl RemoteWriteExporter {
             self.send(&write_request(&resolution.updates, timestamp))
                 .await?;
         }
-        writer.series.commit(changes, resolution, now);
-        Ok(Delivery::default())
+        Ok(delivery(&writer.series.commit(changes, resolution, now)))
     }
 
     async fn send(&self, request: &WriteRequest) -> Result<(), ExportError> {

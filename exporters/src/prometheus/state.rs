@@ -17,6 +17,24 @@ use super::otlp::metric_changes;
 use super::signals::{ActiveSignals, signal_changes};
 use super::store::{Refusals, Resolution, SeriesLimits, SeriesStore};
 use crate::batch::SignalBatch;
+use crate::exporter::Delivery;
+
+/// The answer to a batch the state took: series it could not keep for `max_series`
+/// are items refused (`reason="max_series"`), at most the batch's items as the
+/// sending queue counts them.
+pub fn delivery(refused: &Refusals) -> Delivery {
+    if refused.series_limit == 0 {
+        return Delivery::default();
+    }
+    Delivery {
+        rejected_items: refused.series_limit,
+        rejected_reason: Some("max_series"),
+        message: format!(
+            "{} new series refused: the exporter holds max_series already",
+            refused.series_limit
+        ),
+    }
+}
 
 /// A batch's changes to the state, not applied yet.
 #[derive(Debug, Default)]
@@ -101,8 +119,9 @@ impl SeriesState {
         resolution
     }
 
-    /// Applies changes resolved with [`SeriesState::resolve`] on this same state.
-    pub fn commit(&mut self, changes: Changes, resolution: Resolution, now: Instant) {
+    /// Applies changes resolved with [`SeriesState::resolve`] on this same state;
+    /// returns what it refused.
+    pub fn commit(&mut self, changes: Changes, resolution: Resolution, now: Instant) -> Refusals {
         let refused = resolution.refused;
         if refused.total() > 0 {
             tracing::warn!(exporter = %self.name, series_limit = refused.series_limit,
@@ -112,11 +131,12 @@ impl SeriesState {
         self.store.commit(resolution, now);
         self.reconciles.remember(changes.reconciles);
         self.signals.remember(changes.signals);
+        refused
     }
 
-    pub fn apply(&mut self, changes: Changes, now: Instant) {
+    pub fn apply(&mut self, changes: Changes, now: Instant) -> Refusals {
         let resolution = self.resolve(&changes);
-        self.commit(changes, resolution, now);
+        self.commit(changes, resolution, now)
     }
 
     pub fn expire(&mut self, now: Instant) {

@@ -365,11 +365,25 @@ impl SendingQueue {
 
 /// How one batch's delivery ended.
 enum Delivered {
+    /// Delivered, or given up for good (counted), whole or in parts.
+    Done,
+    /// Cut short by the shutdown deadline, with `items` not delivered yet.
+    Interrupted { detail: &'static str, items: u64 },
+}
+
+/// How sending one batch, or one part of a batch, ended.
+enum Sent {
     /// Delivered, or given up for good (counted).
     Done,
-    /// Cut short by the shutdown deadline.
+    /// Refused for its size: it may pass in parts.
+    TooLarge(String),
     Interrupted(&'static str),
 }
+
+/// A request refused for its size is cut in halves, but not below this: no OTLP
+/// destination's limit is so low, so such a refusal is about something else (a
+/// quota), and cutting further would only multiply the requests.
+const MIN_CUT_SIZE: usize = 64 * 1024;
 
 struct Consumer<E> {
     name: String,
@@ -393,8 +407,8 @@ impl<E> Consumer<E> {
                         self.give_up(&batch, "shutdown", "the shutdown deadline passed");
                         continue;
                     }
-                    if let Delivered::Interrupted(detail) = self.deliver(&batch).await {
-                        self.give_up(&batch, "shutdown", detail);
+                    if let Delivered::Interrupted { detail, items } = self.deliver(&batch).await {
+                        self.give_up_items::<T>(items, "shutdown", detail);
                     }
                 }
             }
@@ -416,9 +430,11 @@ impl<E> Consumer<E> {
             let Some((sequence, batch)) = next else {
                 break;
             };
+            // An interrupted batch stays whole in the log: the parts of it already
+            // delivered are sent again at the next start (at least once).
             match self.deliver(&batch).await {
                 Delivered::Done => queue.complete(sequence).await,
-                Delivered::Interrupted(_) => break,
+                Delivered::Interrupted { .. } => break,
             }
         }
         if self.abort.is_cancelled() {
@@ -430,19 +446,118 @@ impl<E> Consumer<E> {
         }
     }
 
-    /// Sends one batch until it is delivered or given up for good (both `Done`), or
-    /// the shutdown deadline interrupts it.
+    /// Delivers one batch: whole, or in parts when it is over the exporter's
+    /// `max_request_size` or the destination refuses it for its size. Each part is
+    /// retried on its own, within the batch's one retry budget, so a part delivered
+    /// is never sent again because another failed.
     async fn deliver<T: Batch>(&self, batch: &T) -> Delivered
     where
         E: Exporter<T>,
     {
         let started = Instant::now();
+        let limit = self.exporter.max_request_size();
+        let mut pending = match limit {
+            Some(max) if batch.request_size() > max => self.cut(batch, max),
+            _ => match self.send(batch, started).await {
+                Sent::Done => return Delivered::Done,
+                Sent::Interrupted(detail) => {
+                    let items = batch.items() as u64;
+                    return Delivered::Interrupted { detail, items };
+                }
+                Sent::TooLarge(reason) => self.cut_refused(batch, &reason),
+            },
+        };
+        // A stack: the next part to send is last.
+        pending.reverse();
+        while let Some(part) = pending.pop() {
+            match self.send(&part, started).await {
+                Sent::Done => {}
+                Sent::Interrupted(detail) => {
+                    let items = part.items() + pending.iter().map(Batch::items).sum::<usize>();
+                    return Delivered::Interrupted {
+                        detail,
+                        items: items as u64,
+                    };
+                }
+                Sent::TooLarge(reason) => {
+                    pending.extend(self.cut_refused(&part, &reason).into_iter().rev());
+                }
+            }
+        }
+        Delivered::Done
+    }
+
+    /// The parts of a batch over `max` request bytes; an item over it alone is given
+    /// up (counted as `too_large`), as is a batch that cannot be cut.
+    fn cut<T: Batch>(&self, batch: &T, max: usize) -> Vec<T> {
+        let parts = match batch.cut(max) {
+            Ok(parts) => parts,
+            Err(detail) => {
+                self.give_up(
+                    batch,
+                    "permanent_error",
+                    &format!("cannot cut the batch: {detail}"),
+                );
+                return Vec::new();
+            }
+        };
+        tracing::debug!(exporter = %self.name, size = batch.request_size(), max, parts = parts.len(),
+            "batch over max_request_size sent in parts");
+        parts
+            .into_iter()
+            .filter(|part| {
+                let size = part.request_size();
+                if size <= max {
+                    return true;
+                }
+                let detail =
+                    format!("one item makes a request of {size} bytes, over the limit of {max}");
+                self.give_up(part, "too_large", &detail);
+                false
+            })
+            .collect()
+    }
+
+    /// The parts a batch refused for its size is sent again in: halves, down to a
+    /// single item, which is given up (counted as `too_large`).
+    fn cut_refused<T: Batch>(&self, batch: &T, reason: &str) -> Vec<T> {
+        let size = batch.request_size();
+        if batch.items() <= 1 {
+            self.give_up(batch, "too_large", reason);
+            return Vec::new();
+        }
+        if size < MIN_CUT_SIZE {
+            let detail = format!("{reason} (a request of {size} bytes is not cut further)");
+            self.give_up(batch, "permanent_error", &detail);
+            return Vec::new();
+        }
+        tracing::warn!(exporter = %self.name, size, %reason,
+            "the destination refused a request for its size; sending it in halves");
+        match batch.cut(size / 2) {
+            Ok(parts) => parts,
+            Err(detail) => {
+                self.give_up(
+                    batch,
+                    "permanent_error",
+                    &format!("cannot cut the batch: {detail}"),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// Sends one batch until it is delivered, given up for good, refused for its
+    /// size, or interrupted by the shutdown deadline.
+    async fn send<T: Batch>(&self, batch: &T, started: Instant) -> Sent
+    where
+        E: Exporter<T>,
+    {
         let mut backoff = Backoff::new(&self.retry);
         loop {
             let attempt = tokio::select! {
                 result = self.exporter.export(batch) => result,
                 () = self.abort.cancelled() => {
-                    return Delivered::Interrupted("the shutdown deadline passed during a send");
+                    return Sent::Interrupted("the shutdown deadline passed during a send");
                 }
             };
             let (reason, retry_after) = match attempt {
@@ -451,16 +566,18 @@ impl<E> Consumer<E> {
                     let rejected = delivery.rejected_items.min(items);
                     self.metrics.sent_items.inc_by(items - rejected);
                     if rejected > 0 {
-                        self.metrics.count_failed("rejected", rejected);
-                        tracing::warn!(exporter = %self.name, rejected, message = %delivery.message,
+                        let reason = delivery.rejected_reason.unwrap_or("rejected");
+                        self.metrics.count_failed(reason, rejected);
+                        tracing::warn!(exporter = %self.name, rejected, reason, message = %delivery.message,
                             "destination rejected part of a batch");
                     }
-                    return Delivered::Done;
+                    return Sent::Done;
                 }
                 Err(ExportError::Permanent { reason }) => {
                     self.give_up(batch, "permanent_error", &reason);
-                    return Delivered::Done;
+                    return Sent::Done;
                 }
+                Err(ExportError::TooLarge { reason }) => return Sent::TooLarge(reason),
                 Err(ExportError::Retryable {
                     reason,
                     retry_after,
@@ -468,20 +585,20 @@ impl<E> Consumer<E> {
             };
             if !self.retry.enabled {
                 self.give_up(batch, "retry_disabled", &reason);
-                return Delivered::Done;
+                return Sent::Done;
             }
             // A destination may ask for a long pause, but not for longer than this.
             let delay = retry_after
                 .map_or_else(|| backoff.next_delay(), |asked| asked.min(MAX_RETRY_AFTER));
             if self.out_of_budget(started, delay) {
                 self.give_up(batch, "retries_exhausted", &reason);
-                return Delivered::Done;
+                return Sent::Done;
             }
             tracing::debug!(exporter = %self.name, ?delay, %reason, "export failed, will retry");
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = self.abort.cancelled() => {
-                    return Delivered::Interrupted("the shutdown deadline passed while waiting to retry");
+                    return Sent::Interrupted("the shutdown deadline passed while waiting to retry");
                 }
             }
         }
@@ -493,7 +610,10 @@ impl<E> Consumer<E> {
     }
 
     fn give_up<T: Batch>(&self, batch: &T, reason: &str, detail: &str) {
-        let items = batch.items() as u64;
+        self.give_up_items::<T>(batch.items() as u64, reason, detail);
+    }
+
+    fn give_up_items<T: Batch>(&self, items: u64, reason: &str, detail: &str) {
         self.metrics.count_failed(reason, items);
         tracing::error!(exporter = %self.name, items, reason, %detail,
             "dropping {} {}", items, T::item_name());
@@ -503,9 +623,11 @@ impl<E> Consumer<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::Encoded;
     use crate::exporter::Delivery;
     use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
     use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use opscope_proto::prost::Message;
     use std::sync::Mutex;
 
     /// Answers with the scripted results in order, then succeeds.
@@ -621,9 +743,192 @@ mod tests {
         let script = vec![Ok(Delivery {
             rejected_items: 1,
             message: "one bad".into(),
+            ..Delivery::default()
         })];
         let (_, metrics) = run(script, fast_retry()).await;
         assert_eq!(metrics.sent_items.get(), 2);
         assert_eq!(failed(&metrics, "rejected"), 1);
+    }
+
+    /// Takes requests up to `limit` bytes, refusing larger ones for their size, and
+    /// says so in advance when `advertised`; the first request sent as the
+    /// `fail_once`-th fails once, retryably.
+    struct SizeLimited {
+        limit: usize,
+        advertised: bool,
+        fail_once: Option<usize>,
+        requests: Mutex<Vec<usize>>,
+        names: Mutex<Vec<String>>,
+    }
+
+    impl SizeLimited {
+        fn new(limit: usize, advertised: bool) -> Self {
+            Self {
+                limit,
+                advertised,
+                fail_once: None,
+                requests: Mutex::default(),
+                names: Mutex::default(),
+            }
+        }
+    }
+
+    impl Exporter<Encoded<ExportTraceServiceRequest>> for SizeLimited {
+        async fn export(
+            &self,
+            batch: &Encoded<ExportTraceServiceRequest>,
+        ) -> Result<Delivery, ExportError> {
+            let attempt = {
+                let mut requests = self.requests.lock().unwrap();
+                requests.push(batch.request_size());
+                requests.len()
+            };
+            if self.fail_once == Some(attempt) {
+                return Err(ExportError::retryable("a blip"));
+            }
+            if batch.request_size() > self.limit {
+                return Err(ExportError::TooLarge {
+                    reason: "RESOURCE_EXHAUSTED: message too large".into(),
+                });
+            }
+            let request = ExportTraceServiceRequest::decode(batch.bytes()).unwrap();
+            let names = request
+                .resource_spans
+                .iter()
+                .flat_map(|r| &r.scope_spans)
+                .flat_map(|s| &s.spans)
+                .map(|span| span.name.clone());
+            self.names.lock().unwrap().extend(names);
+            Ok(Delivery::default())
+        }
+
+        fn max_request_size(&self) -> Option<usize> {
+            self.advertised.then_some(self.limit)
+        }
+    }
+
+    /// Spans named `0`, `1`, … of about `size` bytes each, the `big`-th of `big_size`.
+    fn named_spans(
+        n: usize,
+        size: usize,
+        big: Option<(usize, usize)>,
+    ) -> ExportTraceServiceRequest {
+        let name = |i: usize| {
+            let size = match big {
+                Some((index, big_size)) if index == i => big_size,
+                _ => size,
+            };
+            format!("{i:06}{}", "x".repeat(size))
+        };
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: (0..n)
+                        .map(|i| Span {
+                            name: name(i),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    async fn send_encoded(
+        exporter: &Arc<SizeLimited>,
+        batch: &ExportTraceServiceRequest,
+    ) -> QueueMetrics {
+        let metrics = QueueMetrics::default();
+        let (sender, mut queue) = SendingQueue::start(
+            "test",
+            Arc::clone(exporter),
+            &QueueConfig::default(),
+            &fast_retry(),
+            metrics.clone(),
+            CancellationToken::new(),
+            QueueStore::Memory(&MemoryAccount::default()),
+        )
+        .unwrap();
+        sender.send(Encoded::new(batch)).await.unwrap();
+        drop(sender);
+        queue.join().await;
+        metrics
+    }
+
+    fn names_of(batch: &ExportTraceServiceRequest) -> Vec<String> {
+        batch.resource_spans[0].scope_spans[0]
+            .spans
+            .iter()
+            .map(|span| span.name.clone())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_batch_over_max_request_size_goes_in_parts_and_every_item_arrives() {
+        let batch = named_spans(3000, 100, None);
+        let limit = 64 * 1024;
+        let exporter = Arc::new(SizeLimited::new(limit, true));
+        let metrics = send_encoded(&exporter, &batch).await;
+        let requests = exporter.requests.lock().unwrap().clone();
+        assert!(requests.len() >= 5, "{requests:?}");
+        assert!(requests.iter().all(|&size| size <= limit), "{requests:?}");
+        assert_eq!(*exporter.names.lock().unwrap(), names_of(&batch));
+        assert_eq!(metrics.sent_items.get(), 3000);
+    }
+
+    #[tokio::test]
+    async fn a_batch_refused_for_its_size_is_sent_again_in_halves() {
+        let batch = named_spans(3000, 100, None);
+        let exporter = Arc::new(SizeLimited::new(100 * 1024, false));
+        let metrics = send_encoded(&exporter, &batch).await;
+        assert_eq!(*exporter.names.lock().unwrap(), names_of(&batch));
+        assert_eq!(metrics.sent_items.get(), 3000);
+        assert_eq!(failed(&metrics, "permanent_error"), 0);
+    }
+
+    #[tokio::test]
+    async fn only_an_item_over_the_limit_alone_is_dropped_as_too_large() {
+        let batch = named_spans(1000, 100, Some((500, 200 * 1024)));
+        let mut expected = names_of(&batch);
+        expected.remove(500);
+        for advertised in [true, false] {
+            let exporter = Arc::new(SizeLimited::new(64 * 1024, advertised));
+            let metrics = send_encoded(&exporter, &batch).await;
+            assert_eq!(
+                *exporter.names.lock().unwrap(),
+                expected,
+                "advertised: {advertised}"
+            );
+            assert_eq!(metrics.sent_items.get(), 999);
+            assert_eq!(failed(&metrics, "too_large"), 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_part_delivered_is_not_sent_again_when_another_is_retried() {
+        let batch = named_spans(3000, 100, None);
+        let mut exporter = SizeLimited::new(64 * 1024, true);
+        exporter.fail_once = Some(3);
+        let exporter = Arc::new(exporter);
+        let metrics = send_encoded(&exporter, &batch).await;
+        assert_eq!(
+            *exporter.names.lock().unwrap(),
+            names_of(&batch),
+            "no span twice"
+        );
+        assert_eq!(metrics.sent_items.get(), 3000);
+    }
+
+    #[tokio::test]
+    async fn a_small_request_refused_for_its_size_is_not_cut_further() {
+        // A refusal at 1 KiB is not about size: the batch is given up, not cut into
+        // hundreds of requests.
+        let batch = named_spans(300, 100, None);
+        let exporter = Arc::new(SizeLimited::new(1024, false));
+        let metrics = send_encoded(&exporter, &batch).await;
+        assert_eq!(exporter.requests.lock().unwrap().len(), 1);
+        assert_eq!(failed(&metrics, "permanent_error"), 300);
     }
 }
