@@ -98,6 +98,29 @@ fn the_daemonset_config_needs_its_backend_endpoints() {
     assert!(stderr.contains("LOKI_ENDPOINT"), "{stderr}");
 }
 
+/// The deployment has durable storage (the node's hostPath, the gateway's volume
+/// claim), so its queues answer clients only once a batch is on disk: with the
+/// default `ack: enqueued` a `kill -9` loses what was acknowledged but still in memory.
+#[test]
+fn the_shipped_durable_queues_acknowledge_durably() {
+    for name in ["daemonset.yaml", "daemonset-gateway.yaml", "gateway.yaml"] {
+        let config = document(&repo("config").join(name));
+        let exporters = config["exporters"].as_object().expect("exporters");
+        let durable: Vec<&String> = exporters
+            .iter()
+            .filter(|(_, exporter)| exporter["sending_queue"]["storage"].is_string())
+            .map(|(exporter, _)| exporter)
+            .collect();
+        assert!(!durable.is_empty(), "{name}: durable queues");
+        for exporter in durable {
+            assert_eq!(
+                exporters[exporter]["sending_queue"]["ack"], "durable",
+                "{name}: exporters.{exporter}.sending_queue.ack"
+            );
+        }
+    }
+}
+
 /// The kinds of the resources a kustomization lists, its overlays' bases included,
 /// after checking that every file it names exists and parses.
 fn kustomize_kinds(dir: &Path) -> Vec<String> {
