@@ -23,10 +23,12 @@ use super::{OVER_LIMITS, refusal_message};
 use crate::pipeline::Consumer;
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::{Authenticator, HttpGuard};
+use crate::receivers::body_memory::BodyMemory;
 use crate::receivers::http_body::read_body;
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
-use crate::receivers::server::{ServerSecurity, serve_http};
+use crate::receivers::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
+use opscope_exporters::server_tls::ConnectionSettings;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
@@ -83,6 +85,7 @@ struct Endpoint<T> {
     metrics: ReceiverMetrics,
     max_body: usize,
     limits: InputLimits,
+    memory: Option<BodyMemory>,
 }
 
 /// What every route of the server shares.
@@ -90,6 +93,7 @@ struct RouteSettings<'a> {
     max_body: usize,
     limits: &'a InputLimits,
     authenticator: Option<&'a Arc<Authenticator>>,
+    memory: Option<BodyMemory>,
 }
 
 pub fn serve(
@@ -97,6 +101,7 @@ pub fn serve(
     max_body: usize,
     limits: InputLimits,
     security: ServerSecurity,
+    connections: ConnectionSettings,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
@@ -104,6 +109,7 @@ pub fn serve(
         max_body,
         limits: &limits,
         authenticator: security.authenticator.as_ref(),
+        memory: BodyMemory::of(consumers),
     };
     let router = Router::new()
         .merge(route::<ExportTraceServiceRequest>(
@@ -122,13 +128,8 @@ pub fn serve(
             context,
         ))
         .layer(RequestDecompressionLayer::new());
-    serve_http(
-        listener,
-        security.tls,
-        router,
-        context.shutdown.clone(),
-        context.id.clone(),
-    )
+    let server = server(context, "http", security.tls, connections);
+    server.serve(listener, router, context.shutdown.clone().cancelled_owned())
 }
 
 fn route<T: Telemetry + WithinLimits>(
@@ -142,6 +143,7 @@ fn route<T: Telemetry + WithinLimits>(
         metrics: metrics.clone(),
         max_body: settings.max_body,
         limits: settings.limits.clone(),
+        memory: settings.memory.clone(),
     };
     let router = Router::new().route(T::HTTP_PATH, post(export::<T>).with_state(endpoint));
     HttpGuard::protect(router, settings.authenticator, metrics)
@@ -157,11 +159,11 @@ async fn export<T: Telemetry + WithinLimits>(
         let message = format!("Content-Type must be {PROTOBUF} or {JSON}");
         return (StatusCode::UNSUPPORTED_MEDIA_TYPE, message).into_response();
     };
-    let body = match read_body(body, endpoint.max_body).await {
+    let body = match read_body(body, endpoint.max_body, endpoint.memory.as_ref()).await {
         Ok(body) => body,
         Err(rejection) => {
             endpoint.metrics.refused(rejection.reason, 0);
-            return error(format, rejection.status, rejection.message);
+            return rejection.answer(error(format, rejection.status, rejection.message.clone()));
         }
     };
     let data: T = match format.decode(&body) {
