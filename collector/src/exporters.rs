@@ -201,6 +201,7 @@ fn build(
                 name,
                 prometheus,
                 telemetry.certificate_reloads(&format!("exporters.{name}"), "http"),
+                telemetry.server_connections(&format!("exporters.{name}"), "http"),
             )?)),
             &QueueConfig::default(),
             &RetryConfig::default(),

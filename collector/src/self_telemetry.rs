@@ -17,7 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use opscope_exporters::server_tls::ReloadMetrics;
+use opscope_exporters::server_tls::{ConnectionMetrics, ReloadMetrics};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -30,6 +30,7 @@ pub struct SelfTelemetry {
     refused: PerKind<Counter>,
     refused_requests: Family<Labels, Counter>,
     certificate_reloads: Family<Labels, Counter>,
+    connections: ConnectionFamilies,
     sent: PerKind<Counter>,
     send_failed: PerKind<Counter>,
     queue_size: Family<Labels, Gauge>,
@@ -45,6 +46,14 @@ pub struct SelfTelemetry {
     pub correlator_future_events: Family<Labels, Counter>,
     pub signals_dropped: Counter,
     memory_limiter: MemoryLimiterFamilies,
+}
+
+/// The series of the servers' connections, labelled by `server` and `transport`.
+#[derive(Default)]
+struct ConnectionFamilies {
+    open: Family<Labels, Gauge>,
+    refused: Family<Labels, Counter>,
+    closed: Family<Labels, Counter>,
 }
 
 /// The gauges of the memory limiters, labelled by `processor`.
@@ -118,6 +127,22 @@ impl SelfTelemetry {
             "server_tls_certificate_reloads",
             "Reloads of a server's TLS certificate after its files changed, by server, transport and outcome (loaded, failed)",
             certificate_reloads.clone(),
+        );
+        let connections = ConnectionFamilies::default();
+        registry.register(
+            "server_connections",
+            "Connections a server has open, TLS handshakes included",
+            connections.open.clone(),
+        );
+        registry.register(
+            "server_connections_refused",
+            "Connections a server closed as soon as it accepted them, by reason (max_connections, descriptors: the data servers' share of the descriptor limit was used)",
+            connections.refused.clone(),
+        );
+        registry.register(
+            "server_connections_closed",
+            "Connections a server closed on the client's account, by reason (read_header_timeout, idle_timeout, stalled_at_shutdown)",
+            connections.closed.clone(),
         );
         let queue_size = Family::<Labels, Gauge>::default();
         registry.register(
@@ -227,6 +252,7 @@ impl SelfTelemetry {
             refused,
             refused_requests,
             certificate_reloads,
+            connections,
             sent,
             send_failed,
             queue_size,
@@ -270,6 +296,26 @@ impl SelfTelemetry {
         ReloadMetrics {
             loaded: outcome("loaded"),
             failed: outcome("failed"),
+        }
+    }
+
+    /// The connection series of `server` (a receiver's id, or the setting of an
+    /// exposition endpoint such as `service.telemetry.metrics`).
+    pub fn server_connections(&self, server: &str, transport: &str) -> ConnectionMetrics {
+        let families = &self.connections;
+        let base = labels(&[("server", server), ("transport", transport)]);
+        let with_reason = |family: &Family<Labels, Counter>, reason: &str| {
+            let mut labels = base.clone();
+            labels.push(("reason".into(), reason.into()));
+            family.get_or_create(&labels).clone()
+        };
+        ConnectionMetrics {
+            open: families.open.get_or_create(&base).clone(),
+            refused_max_connections: with_reason(&families.refused, "max_connections"),
+            refused_descriptors: with_reason(&families.refused, "descriptors"),
+            closed_read_header_timeout: with_reason(&families.closed, "read_header_timeout"),
+            closed_idle_timeout: with_reason(&families.closed, "idle_timeout"),
+            closed_stalled_at_shutdown: with_reason(&families.closed, "stalled_at_shutdown"),
         }
     }
 

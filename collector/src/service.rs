@@ -2,7 +2,7 @@
 //! serves health and self-telemetry, and shuts down in order (stop receiving,
 //! drain the pipelines, deliver what is queued within the shutdown timeout).
 
-use opscope_exporters::server_tls::{self, Alpn, ServerTlsConfig};
+use opscope_exporters::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -321,11 +321,14 @@ impl Exposition<'_> {
         if let Ok(local) = listener.local_addr() {
             tracing::info!(%what, address = %local, tls = tls.is_some(), "listening");
         }
-        let stopped = stop.clone().cancelled_owned();
-        Ok(async move {
-            if let Err(err) = server_tls::serve_http(listener, tls, router, stopped, what).await {
-                tracing::error!(%what, %err, "HTTP server failed");
-            }
-        })
+        // Its own small connection budget: probes and scrapes are answered while
+        // the data servers are full.
+        let server = HttpServer {
+            name: what.to_string(),
+            tls,
+            settings: ConnectionSettings::exposition(),
+            metrics: telemetry.server_connections(what, "http"),
+        };
+        Ok(server.serve(listener, router, stop.clone().cancelled_owned()))
     }
 }

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use opscope_exporters::prometheus::{
     PrometheusConfig, PrometheusExporter, RemoteWriteConfig, RemoteWriteExporter,
 };
-use opscope_exporters::server_tls::ReloadMetrics;
+use opscope_exporters::server_tls::{ConnectionMetrics, ReloadMetrics};
 use opscope_exporters::{ExportError, Exporter, SignalBatch};
 use opscope_processors::correlator::{
     ObjectRef, OperatorRef, Severity, Signal, SignalState, SignalType,
@@ -290,6 +290,7 @@ async fn scrape_serves_text_and_openmetrics_over_a_socket() {
         "prometheus",
         &pull_config("127.0.0.1:0"),
         ReloadMetrics::default(),
+        ConnectionMetrics::default(),
     )
     .expect("starts");
     let address = exporter.local_addr();
@@ -344,6 +345,7 @@ async fn resolved_signals_leave_and_repeated_batches_count_again() {
         "prometheus",
         &pull_config("127.0.0.1:0"),
         ReloadMetrics::default(),
+        ConnectionMetrics::default(),
     )
     .expect("starts");
     feed(&exporter).await;
@@ -371,6 +373,7 @@ async fn the_endpoint_is_named_when_it_cannot_be_bound_and_stops_on_drop() {
         "prometheus",
         &pull_config(&address),
         ReloadMetrics::default(),
+        ConnectionMetrics::default(),
     )
     .err()
     .expect("the port is taken");
@@ -381,6 +384,7 @@ async fn the_endpoint_is_named_when_it_cannot_be_bound_and_stops_on_drop() {
         "prometheus",
         &pull_config("127.0.0.1:0"),
         ReloadMetrics::default(),
+        ConnectionMetrics::default(),
     )
     .expect("starts");
     let address = exporter.local_addr();
@@ -588,6 +592,7 @@ async fn real_prometheus_scrapes_and_receives_the_same_series() {
         "prometheus",
         &pull_config("127.0.0.1:0"),
         ReloadMetrics::default(),
+        ConnectionMetrics::default(),
     )
     .expect("starts");
     let server = PrometheusServer::start(&binary, pull.local_addr()).await;

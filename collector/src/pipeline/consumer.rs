@@ -139,6 +139,16 @@ impl<T> Clone for Consumer<T> {
     }
 }
 
+impl<T> Consumer<T> {
+    /// The memory limiters of the pipelines, for what a receiver holds before it
+    /// hands a request over (bodies still arriving).
+    pub fn memory_limiters(&self) -> impl Iterator<Item = &MemoryLimiter> {
+        self.inputs
+            .iter()
+            .filter_map(|input| input.limiter.as_ref())
+    }
+}
+
 impl<T: Telemetry> Consumer<T> {
     pub fn add_input(&mut self, input: PipelineInput<T>) {
         self.inputs.push(input);

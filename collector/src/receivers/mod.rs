@@ -2,6 +2,7 @@
 //! binds a configured receiver and connects it to the pipelines that list it.
 
 pub mod auth;
+mod body_memory;
 pub mod decode_budget;
 pub mod filelog;
 mod http_body;

@@ -1,17 +1,25 @@
 //! What every receiver that listens shares: binding its address, the `tls` and
-//! `auth` settings of its server and what they build, and serving an HTTP router
-//! in plain text or over TLS.
+//! `auth` settings of its server and what they build, the connection settings of
+//! an HTTP server, and the server that serves it all.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::Router;
 use opscope_processors::config::FieldError;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthConfig, Authenticator};
 use super::{ReceiverContext, ReceiverError};
-use opscope_exporters::server_tls::{self, Alpn, ServerTlsConfig};
+use opscope_exporters::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
+
+/// Connections one receiver's server keeps open at once, unless configured.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+/// `read_header_timeout` unless configured: a client sends its headers at once.
+pub const DEFAULT_READ_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// `read_timeout` unless configured: 20 MiB at 350 KB/s.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// `idle_timeout` unless configured, as in the OpenTelemetry Collector.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Binds a receiver's listener; a port in use fails the start with the address.
 pub async fn bind(receiver: &str, address: &str) -> Result<TcpListener, ReceiverError> {
@@ -94,17 +102,62 @@ impl SecuritySettings<'_> {
     }
 }
 
-/// Serves `router` on `listener`, over TLS when `tls` is set, until `shutdown`
-/// fires and in-flight requests are answered.
-pub async fn serve_http(
-    listener: TcpListener,
+/// The connection settings of an HTTP receiver's server, as written (the
+/// OpenTelemetry Collector's `confighttp` names, and `max_connections`); a
+/// timeout of 0 is none.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpConnections {
+    pub max_connections: usize,
+    pub read_header_timeout: Duration,
+    pub read_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// Where the settings sit inside the receiver's, for error paths.
+    pub at: &'static str,
+}
+
+impl HttpConnections {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        check_max_connections(self.max_connections, self.at)
+    }
+
+    pub fn settings(&self) -> ConnectionSettings {
+        let limit = |timeout: Duration| (!timeout.is_zero()).then_some(timeout);
+        ConnectionSettings {
+            max_connections: self.max_connections,
+            read_header_timeout: limit(self.read_header_timeout),
+            read_timeout: limit(self.read_timeout),
+            idle_timeout: limit(self.idle_timeout),
+            http2_only: false,
+            // hyper's default: HTTP/2 clients of an HTTP receiver are rare.
+            max_concurrent_streams: Some(200),
+            keepalive: None,
+            takes_data: true,
+        }
+    }
+}
+
+pub fn check_max_connections(max_connections: usize, at: &str) -> Result<(), FieldError> {
+    if max_connections == 0 {
+        return Err(FieldError::new(
+            format!("{at}max_connections"),
+            "must be at least 1",
+        ));
+    }
+    Ok(())
+}
+
+/// The server of one receiver's endpoint, its connections counted under the
+/// receiver's id and `transport`.
+pub fn server(
+    context: &ReceiverContext,
+    transport: &str,
     tls: Option<Arc<rustls::ServerConfig>>,
-    router: Router,
-    shutdown: CancellationToken,
-    receiver: String,
-) {
-    let stopped = shutdown.cancelled_owned();
-    if let Err(err) = server_tls::serve_http(listener, tls, router, stopped, &receiver).await {
-        tracing::error!(receiver = %receiver, %err, "HTTP server failed");
+    settings: ConnectionSettings,
+) -> HttpServer {
+    HttpServer {
+        name: context.id.clone(),
+        tls,
+        settings,
+        metrics: context.telemetry.server_connections(&context.id, transport),
     }
 }

@@ -34,6 +34,34 @@ impl Opscope {
         Self::spawn_in(dir, args)
     }
 
+    /// Like [`Self::start`], with the agent's file-descriptor limit (`RLIMIT_NOFILE`)
+    /// set to `limit`.
+    pub fn start_with_descriptor_limit(config: &str, health_addr: &str, limit: u64) -> Self {
+        let dir = tempfile::tempdir().expect("create a temp dir");
+        let config_path = dir.path().join("opscope.yaml");
+        fs::write(&config_path, config).expect("write the config");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+        command.args([OsStr::new("run"), OsStr::new("-c"), config_path.as_os_str()]);
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // setrlimit(2), which is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                let rlimit = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let mut opscope = Self::spawn_command(dir, command);
+        opscope.wait_ready(health_addr);
+        opscope
+    }
+
     /// Starts `opscope demo` with `args` (such as `--duration 30`).
     pub fn spawn_demo(args: &[String]) -> Self {
         let dir = tempfile::tempdir().expect("create a temp dir");
@@ -43,10 +71,15 @@ impl Opscope {
 
     /// Runs the binary with `args`, its output to files in `dir`.
     fn spawn_in(dir: TempDir, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+        command.args(args);
+        Self::spawn_command(dir, command)
+    }
+
+    fn spawn_command(dir: TempDir, mut command: Command) -> Self {
         let output =
             |name: &str| File::create(dir.path().join(name)).expect("create an output file");
-        let child = Command::new(env!("CARGO_BIN_EXE_opscope"))
-            .args(args)
+        let child = command
             .stdin(Stdio::null())
             .stdout(output("stdout.log"))
             .stderr(output("stderr.log"))

@@ -1,7 +1,7 @@
 //! The `prometheus` exporter: keeps the series that traces, logs, metrics and signals
 //! make and serves them on `endpoint` for Prometheus to scrape.
 
-use crate::server_tls::{Alpn, ReloadMetrics};
+use crate::server_tls::{Alpn, ConnectionMetrics, ReloadMetrics};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -41,6 +41,7 @@ impl PrometheusExporter {
         name: &str,
         config: &PrometheusConfig,
         reloads: ReloadMetrics,
+        connections: ConnectionMetrics,
     ) -> Result<Self, FieldError> {
         config.validate()?;
         let endpoint_error = |why: String| {
@@ -68,8 +69,15 @@ impl PrometheusExporter {
             .transpose()
             .map_err(FieldError::from)?;
         let stop = CancellationToken::new();
-        server::serve(listener, tls, Arc::clone(&state), stop.clone(), name)
-            .map_err(|e| endpoint_error(e.to_string()))?;
+        server::serve(
+            listener,
+            tls,
+            Arc::clone(&state),
+            stop.clone(),
+            name,
+            connections,
+        )
+        .map_err(|e| endpoint_error(e.to_string()))?;
         tracing::info!(exporter = %name, %address, "prometheus endpoint serving /metrics");
         Ok(Self {
             state,

@@ -2,7 +2,7 @@
 //! asks for (OpenMetrics 1.0 or text 0.0.4), served on a task that stops when its
 //! token is cancelled.
 
-use crate::server_tls::serve_http;
+use crate::server_tls::{ConnectionMetrics, ConnectionSettings, HttpServer};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -72,27 +72,28 @@ pub fn render(state: &SharedState, format: Format) -> String {
     }
 }
 
-/// Serves `GET /metrics` on the listener until `stop` is cancelled. Needs a Tokio
-/// runtime.
+/// Serves `GET /metrics` on the listener until `stop` is cancelled, with the small
+/// connection budget of an exposition endpoint. Needs a Tokio runtime.
 pub fn serve(
     listener: std::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     state: SharedState,
     stop: CancellationToken,
     name: &str,
+    connections: ConnectionMetrics,
 ) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let router = Router::new()
         .route("/metrics", get(scrape))
         .with_state(state);
-    let name = name.to_string();
-    tokio::spawn(async move {
-        let served = serve_http(listener, tls, router, stop.cancelled_owned(), &name).await;
-        if let Err(error) = served {
-            tracing::error!(exporter = %name, %error, "prometheus endpoint stopped");
-        }
-    });
+    let server = HttpServer {
+        name: name.to_string(),
+        tls,
+        settings: ConnectionSettings::exposition(),
+        metrics: connections,
+    };
+    tokio::spawn(server.serve(listener, router, stop.cancelled_owned()));
     Ok(())
 }
 

@@ -1,8 +1,12 @@
-//! Server TLS for every server opscope runs (receivers, exposition endpoints): the `tls` settings, the rustls
-//! server config built from them (optionally verifying client certificates), and
-//! a listener that completes handshakes before handing connections to a server.
+//! Every server opscope runs (receivers, exposition endpoints): the `tls` settings
+//! and the rustls server config built from them (optionally verifying client
+//! certificates), and the one HTTP server that serves them all within their
+//! connection limits and timeouts.
 
+mod activity;
 mod certificate;
+mod connections;
+mod descriptors;
 mod listener;
 mod serve;
 
@@ -16,9 +20,10 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use serde::Deserialize;
 
+pub use activity::ReadTimeout;
 pub use certificate::ReloadMetrics;
-pub use listener::TlsListener;
-pub use serve::serve_http;
+pub use connections::{ConnectionMetrics, ConnectionSettings, Keepalive};
+pub use serve::HttpServer;
 
 use certificate::{ReloadingCertificate, load_certified_key, read_certificates};
 

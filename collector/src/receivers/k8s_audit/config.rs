@@ -2,14 +2,18 @@
 //! how large a batch may be, and which events are taken in.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use opscope_processors::config::FieldError;
+use opscope_processors::config::{FieldError, duration};
 use serde::Deserialize;
 
 use crate::config::check_listen_address;
 use crate::receivers::auth::AuthConfig;
 use crate::receivers::filelog::config::{FilelogConfig, LineFormat};
-use crate::receivers::server::SecuritySettings;
+use crate::receivers::server::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_HEADER_TIMEOUT,
+    DEFAULT_READ_TIMEOUT, HttpConnections, SecuritySettings,
+};
 use opscope_exporters::server_tls::ServerTlsConfig;
 
 const MIB: usize = 1024 * 1024;
@@ -38,6 +42,18 @@ pub struct K8sAuditConfig {
     pub max_request_body_size: usize,
     /// Most events in one batch; more: 413, before any is read.
     pub max_events_per_request: usize,
+    /// Connections open at once; more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// How long a request's headers may take (and a new connection's first
+    /// request); the connection is closed after. 0: no limit.
+    #[serde(deserialize_with = "duration")]
+    pub read_header_timeout: Duration,
+    /// How long a batch may take to arrive after its headers; 408 after. 0: no limit.
+    #[serde(deserialize_with = "duration")]
+    pub read_timeout: Duration,
+    /// A connection with no request for this long is closed. 0: never.
+    #[serde(deserialize_with = "duration")]
+    pub idle_timeout: Duration,
     /// Stages whose events become records.
     pub stages: Vec<String>,
     /// Globs (`*`, `?`) on `user.username`: events of other users are skipped.
@@ -69,6 +85,10 @@ impl Default for K8sAuditConfig {
             max_request_body_size: 16 * MIB,
             // The API server sends at most 400 a batch (`--audit-webhook-batch-max-size`).
             max_events_per_request: 10_000,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            read_header_timeout: DEFAULT_READ_HEADER_TIMEOUT,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             stages: vec!["ResponseComplete".into()],
             // Operators act as service accounts; people and the control plane do not.
             users: vec!["system:serviceaccount:*".into()],
@@ -108,6 +128,16 @@ impl K8sAuditConfig {
         }
     }
 
+    pub fn connections(&self) -> HttpConnections {
+        HttpConnections {
+            max_connections: self.max_connections,
+            read_header_timeout: self.read_header_timeout,
+            read_timeout: self.read_timeout,
+            idle_timeout: self.idle_timeout,
+            at: "",
+        }
+    }
+
     pub fn validate(&self) -> Result<(), FieldError> {
         if let Some(tail) = self.file_tail() {
             tail.validate().map_err(|e| {
@@ -135,6 +165,7 @@ impl K8sAuditConfig {
             ));
         }
         check_stages(&self.stages)?;
+        self.connections().validate()?;
         self.security().validate()?;
         for (field, patterns) in [("users", &self.users), ("resources", &self.resources)] {
             if patterns.is_empty() {
@@ -196,6 +227,7 @@ mod tests {
             "stages[1]"
         );
         assert_eq!(field(r#"{"users":[]}"#), "users");
+        assert_eq!(field(r#"{"max_connections":0}"#), "max_connections");
         assert_eq!(field(r#"{"resources":[]}"#), "resources");
         assert!(
             parse(r#"{"endpoints":"x"}"#)

@@ -25,8 +25,9 @@ use super::records::audit_logs;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::HttpGuard;
+use crate::receivers::body_memory::BodyMemory;
 use crate::receivers::http_body::{Rejection, read_body};
-use crate::receivers::server::{ServerSecurity, serve_http};
+use crate::receivers::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
 
 #[derive(Clone)]
@@ -36,6 +37,7 @@ struct Webhook {
     filter: Arc<EventFilter>,
     max_body: usize,
     max_events: usize,
+    memory: Option<BodyMemory>,
 }
 
 pub fn serve(
@@ -53,6 +55,7 @@ pub fn serve(
         filter: Arc::new(EventFilter::new(config)),
         max_body: config.max_request_body_size,
         max_events: config.max_events_per_request,
+        memory: BodyMemory::of(&context.consumers),
     };
     // The API server posts to whatever path its webhook kubeconfig names.
     let router = Router::new()
@@ -61,17 +64,17 @@ pub fn serve(
         .with_state(webhook);
     let router = HttpGuard::protect(router, security.authenticator.as_ref(), metrics)
         .layer(RequestDecompressionLayer::new());
-    serve_http(
-        listener,
+    let server = server(
+        context,
+        "http",
         security.tls,
-        router,
-        context.shutdown.clone(),
-        context.id.clone(),
-    )
+        config.connections().settings(),
+    );
+    server.serve(listener, router, context.shutdown.clone().cancelled_owned())
 }
 
 async fn receive(State(webhook): State<Webhook>, body: Body) -> Response {
-    let body = match read_body(body, webhook.max_body).await {
+    let body = match read_body(body, webhook.max_body, webhook.memory.as_ref()).await {
         Ok(body) => body,
         Err(rejection) => return webhook.reject(rejection),
     };
@@ -113,7 +116,7 @@ impl Webhook {
     fn reject(&self, rejection: Rejection) -> Response {
         self.metrics.refused(rejection.reason, 0);
         tracing::debug!(reason = %rejection.message, "audit batch refused");
-        (rejection.status, rejection.message).into_response()
+        rejection.answer((rejection.status, rejection.message.clone()).into_response())
     }
 }
 

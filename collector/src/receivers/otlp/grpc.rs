@@ -1,20 +1,22 @@
 //! OTLP/gRPC: the three `Export` services, gzip and zstd accepted, requests above
-//! the size limit answered RESOURCE_EXHAUSTED.
+//! the size limit answered RESOURCE_EXHAUSTED, new requests answered UNAVAILABLE
+//! while a memory limiter is above its soft limit.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::extract::State;
+use axum::middleware::{Next, from_fn_with_state};
 use opscope_processors::{Telemetry, TelemetryKind};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
+use tonic::service::Routes;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -23,11 +25,12 @@ use super::refusal_message;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::GrpcGuard;
-use crate::receivers::decode_budget::{Admission, Refused, WireFormat, admit};
+use crate::receivers::body_memory::{BodyMemory, Framing};
+use crate::receivers::decode_budget::{self, Admission, Refused, WireFormat};
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
-use crate::receivers::server::ServerSecurity;
+use crate::receivers::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
-use opscope_exporters::server_tls::TlsListener;
+use opscope_exporters::server_tls::ConnectionSettings;
 
 /// How long a refused client is asked to wait before retrying.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -51,22 +54,24 @@ impl<T: Telemetry + WithinLimits> ExportService<T> {
     /// Refuses a request before it is decoded when it is undecodable, over the
     /// budget of what it may decode into, or would take the memory limiter over.
     fn admit_bytes(&self, message: &[u8]) -> Result<Admission, Status> {
-        admit(WireFormat::Protobuf, message, &self.limits, &self.consumer).map_err(|refused| {
-            match refused {
-                // Counted as a bad request by the status correction, as prost's are.
-                Refused::Undecodable(err) => {
-                    Status::invalid_argument(format!("{UNDECODABLE}: {err}"))
+        decode_budget::admit(WireFormat::Protobuf, message, &self.limits, &self.consumer).map_err(
+            |refused| {
+                match refused {
+                    // Counted as a bad request by the status correction, as prost's are.
+                    Refused::Undecodable(err) => {
+                        Status::invalid_argument(format!("{UNDECODABLE}: {err}"))
+                    }
+                    Refused::OverBudget { reason, items } => {
+                        self.metrics.refused("too_large", items);
+                        Status::resource_exhausted(reason)
+                    }
+                    Refused::Memory { refusal, items } => {
+                        self.metrics.refused(refusal.reason(), items);
+                        refusal_status(refusal)
+                    }
                 }
-                Refused::OverBudget { reason, items } => {
-                    self.metrics.refused("too_large", items);
-                    Status::resource_exhausted(reason)
-                }
-                Refused::Memory { refusal, items } => {
-                    self.metrics.refused(refusal.reason(), items);
-                    refusal_status(refusal)
-                }
-            }
-        })
+            },
+        )
     }
 
     async fn accept(
@@ -142,6 +147,7 @@ pub fn serve(
     max_message_bytes: usize,
     limits: InputLimits,
     security: ServerSecurity,
+    connections: ConnectionSettings,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
@@ -167,13 +173,14 @@ pub fn serve(
         max_message_bytes,
         context,
     );
+    let receiver_metrics =
+        TelemetryKind::ALL.map(|kind| context.telemetry.receiver(kind, &context.id, "grpc"));
     let corrections = StatusCorrectionLayer {
-        metrics: TelemetryKind::ALL
-            .map(|kind| context.telemetry.receiver(kind, &context.id, "grpc")),
+        metrics: receiver_metrics.clone(),
     };
     // The guards run on the request's headers, before its message is read.
-    let router = Server::builder()
-        .layer(corrections)
+    let mut routes = Routes::builder();
+    routes
         .add_service(InterceptedService::new(
             traces,
             guard(TelemetryKind::Traces),
@@ -183,25 +190,50 @@ pub fn serve(
             metrics,
             guard(TelemetryKind::Metrics),
         ));
-    let shutdown = context.shutdown.clone();
-    let id = context.id.clone();
-    let tls = security.tls;
-    async move {
-        let stopped = shutdown.cancelled_owned();
-        let result = match tls {
-            Some(config) => {
-                let incoming = TlsListener::new(listener, config, &id).into_stream();
-                router.serve_with_incoming_shutdown(incoming, stopped).await
-            }
-            None => {
-                let incoming = TcpIncoming::from(listener);
-                router.serve_with_incoming_shutdown(incoming, stopped).await
-            }
+    let mut router = routes.routes().into_axum_router().layer(corrections);
+    if let Some(memory) = BodyMemory::of(consumers) {
+        let gate = MemoryGate {
+            memory,
+            metrics: receiver_metrics,
         };
-        if let Err(err) = result {
-            tracing::error!(receiver = %id, %err, "OTLP/gRPC server failed");
-        }
+        router = router.layer(from_fn_with_state(gate, admit));
     }
+    let server = server(context, "grpc", security.tls, connections);
+    server.serve(listener, router, context.shutdown.clone().cancelled_owned())
+}
+
+/// What admits a request's message into memory.
+#[derive(Clone)]
+struct MemoryGate {
+    memory: BodyMemory,
+    metrics: [ReceiverMetrics; 3],
+}
+
+/// Refuses a new request while a memory limiter is above its soft limit, and
+/// counts the message of an admitted one as it arrives: refused, and the bytes
+/// let go, when it would take the process over the soft limit.
+async fn admit(
+    State(gate): State<MemoryGate>,
+    request: axum::extract::Request,
+    next: Next,
+) -> axum::response::Response {
+    let metrics = kind_of_path(request.uri().path()).map(|kind| kind.of(&gate.metrics).clone());
+    let refused = move || {
+        if let Some(metrics) = &metrics {
+            metrics.refused(Refusal::MemoryLimit.reason(), 0);
+        }
+        refusal_status(Refusal::MemoryLimit)
+    };
+    if !gate.memory.admits(0) {
+        return refused().into_http::<axum::body::Body>();
+    }
+    let request = request.map(|body| {
+        let counted = gate
+            .memory
+            .count(body, Framing::Grpc, move || Box::new(refused()));
+        axum::body::Body::new(counted)
+    });
+    next.run(request).await
 }
 
 /// Answers over-size requests RESOURCE_EXHAUSTED and undecodable ones

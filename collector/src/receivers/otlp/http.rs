@@ -23,11 +23,13 @@ use super::refusal_message;
 use crate::pipeline::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::{Authenticator, HttpGuard};
+use crate::receivers::body_memory::BodyMemory;
 use crate::receivers::decode_budget::{Refused, WireFormat, admit};
 use crate::receivers::http_body::read_body;
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
-use crate::receivers::server::{ServerSecurity, serve_http};
+use crate::receivers::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
+use opscope_exporters::server_tls::ConnectionSettings;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
@@ -98,6 +100,7 @@ struct Endpoint<T> {
     metrics: ReceiverMetrics,
     max_body: usize,
     limits: InputLimits,
+    memory: Option<BodyMemory>,
 }
 
 /// What every route of the server shares.
@@ -105,6 +108,7 @@ struct RouteSettings<'a> {
     max_body: usize,
     limits: &'a InputLimits,
     authenticator: Option<&'a Arc<Authenticator>>,
+    memory: Option<BodyMemory>,
 }
 
 pub fn serve(
@@ -112,6 +116,7 @@ pub fn serve(
     max_body: usize,
     limits: InputLimits,
     security: ServerSecurity,
+    connections: ConnectionSettings,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
@@ -119,6 +124,7 @@ pub fn serve(
         max_body,
         limits: &limits,
         authenticator: security.authenticator.as_ref(),
+        memory: BodyMemory::of(consumers),
     };
     let router = Router::new()
         .merge(route::<ExportTraceServiceRequest>(
@@ -137,13 +143,8 @@ pub fn serve(
             context,
         ))
         .layer(RequestDecompressionLayer::new());
-    serve_http(
-        listener,
-        security.tls,
-        router,
-        context.shutdown.clone(),
-        context.id.clone(),
-    )
+    let server = server(context, "http", security.tls, connections);
+    server.serve(listener, router, context.shutdown.clone().cancelled_owned())
 }
 
 fn route<T: Telemetry + WithinLimits>(
@@ -157,6 +158,7 @@ fn route<T: Telemetry + WithinLimits>(
         metrics: metrics.clone(),
         max_body: settings.max_body,
         limits: settings.limits.clone(),
+        memory: settings.memory.clone(),
     };
     let router = Router::new().route(T::HTTP_PATH, post(export::<T>).with_state(endpoint));
     HttpGuard::protect(router, settings.authenticator, metrics)
@@ -172,11 +174,11 @@ async fn export<T: Telemetry + WithinLimits>(
         let message = format!("Content-Type must be {PROTOBUF} or {JSON}");
         return (StatusCode::UNSUPPORTED_MEDIA_TYPE, message).into_response();
     };
-    let body = match read_body(body, endpoint.max_body).await {
+    let body = match read_body(body, endpoint.max_body, endpoint.memory.as_ref()).await {
         Ok(body) => body,
         Err(rejection) => {
             endpoint.metrics.refused(rejection.reason, 0);
-            return error(format, rejection.status, rejection.message);
+            return rejection.answer(error(format, rejection.status, rejection.message.clone()));
         }
     };
     let admission = match admit(format.wire(), &body, &endpoint.limits, &endpoint.consumer) {

@@ -28,6 +28,7 @@ pub async fn start(
             grpc.max_message_bytes(),
             config.limits.clone(),
             security,
+            grpc.connections(),
             &context,
         ));
     }
@@ -41,6 +42,7 @@ pub async fn start(
             http.max_request_body_size,
             config.limits.clone(),
             security,
+            http.connections().settings(),
             &context,
         ));
     }
