@@ -29,6 +29,7 @@ pub struct SelfTelemetry {
     accepted: PerKind<Counter>,
     refused: PerKind<Counter>,
     refused_requests: Family<Labels, Counter>,
+    skipped_files: Family<Labels, Counter>,
     certificate_reloads: Family<Labels, Counter>,
     sent: PerKind<Counter>,
     send_failed: PerKind<Counter>,
@@ -112,6 +113,12 @@ impl SelfTelemetry {
             "receiver_refused_requests",
             "Requests a receiver refused, by signal and reason (including undecodable ones)",
             refused_requests.clone(),
+        );
+        let skipped_files = Family::<Labels, Counter>::default();
+        registry.register(
+            "receiver_skipped_files",
+            "Paths a file receiver did not tail, by reason (not_regular_file, unreadable), once per path",
+            skipped_files.clone(),
         );
         let certificate_reloads = Family::<Labels, Counter>::default();
         registry.register(
@@ -226,6 +233,7 @@ impl SelfTelemetry {
             accepted,
             refused,
             refused_requests,
+            skipped_files,
             certificate_reloads,
             sent,
             send_failed,
@@ -249,6 +257,7 @@ impl SelfTelemetry {
             accepted: kind.of(&self.accepted).get_or_create(&base).clone(),
             refused: kind.of(&self.refused).clone(),
             refused_requests: self.refused_requests.clone(),
+            skipped_files: self.skipped_files.clone(),
             labels: base,
             request_labels,
         }
@@ -355,6 +364,7 @@ pub struct ReceiverMetrics {
     accepted: Counter,
     refused: Family<Labels, Counter>,
     refused_requests: Family<Labels, Counter>,
+    skipped_files: Family<Labels, Counter>,
     labels: Labels,
     request_labels: Labels,
 }
@@ -362,6 +372,13 @@ pub struct ReceiverMetrics {
 impl ReceiverMetrics {
     pub fn accepted(&self, items: usize) {
         self.accepted.inc_by(items as u64);
+    }
+
+    /// Counts a path a file receiver did not tail, with why.
+    pub fn skipped_file(&self, reason: &str) {
+        let mut labels = self.labels.clone();
+        labels.push(("reason".into(), reason.into()));
+        self.skipped_files.get_or_create(&labels).inc();
     }
 
     /// Counts a refused request and its items (0 when it could not be decoded).

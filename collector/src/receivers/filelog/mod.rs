@@ -9,6 +9,7 @@ mod discovery;
 mod fuzz_tests;
 mod identity;
 pub(crate) mod join;
+mod open;
 pub mod pod;
 pub(crate) mod reader;
 pub mod record;
