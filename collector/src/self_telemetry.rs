@@ -1,7 +1,7 @@
 //! opscope's own metrics (`opscope_receiver_*`, `opscope_exporter_*`), served in the
 //! Prometheus/OpenMetrics text format on `service.telemetry.metrics.address`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
@@ -46,6 +46,25 @@ pub struct SelfTelemetry {
     pub correlator_future_events: Family<Labels, Counter>,
     pub signals_dropped: Counter,
     memory_limiter: MemoryLimiterFamilies,
+    /// Every sending queue's failure counters, to say what shutdown dropped.
+    queues: Mutex<Vec<QueueSeries>>,
+}
+
+/// The failure counters of one sending queue.
+struct QueueSeries {
+    item: &'static str,
+    failed: Family<Labels, Counter>,
+    labels: Labels,
+}
+
+/// What one sending queue dropped because the shutdown deadline passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub exporter: String,
+    pub pipeline: String,
+    /// `spans`, `log_records`, `metric_points` or `signals`.
+    pub item: &'static str,
+    pub count: u64,
 }
 
 /// The gauges of the memory limiters, labelled by `processor`.
@@ -241,6 +260,7 @@ impl SelfTelemetry {
             queue_capacity,
             queue_corrupt_segments,
             queue_storage_errors,
+            queues: Mutex::default(),
         }
     }
 
@@ -290,6 +310,7 @@ impl SelfTelemetry {
     ) -> QueueMetrics {
         let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
         self.queue_metrics(
+            kind.item_name(),
             kind.of(&self.sent).get_or_create(&base).clone(),
             kind.of(&self.send_failed).clone(),
             base,
@@ -300,6 +321,7 @@ impl SelfTelemetry {
     pub fn signal_queue(&self, exporter: &str, pipeline: &str) -> QueueMetrics {
         let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
         self.queue_metrics(
+            "signals",
             self.sent_signals.get_or_create(&base).clone(),
             self.send_failed_signals.clone(),
             base,
@@ -308,10 +330,18 @@ impl SelfTelemetry {
 
     fn queue_metrics(
         &self,
+        item: &'static str,
         sent_items: Counter,
         failed_items: Family<Labels, Counter>,
         base: Labels,
     ) -> QueueMetrics {
+        if let Ok(mut queues) = self.queues.lock() {
+            queues.push(QueueSeries {
+                item,
+                failed: failed_items.clone(),
+                labels: base.clone(),
+            });
+        }
         QueueMetrics {
             sent_items,
             failed_items,
@@ -321,6 +351,34 @@ impl SelfTelemetry {
             storage_errors: self.queue_storage_errors.get_or_create(&base).clone(),
             labels: base,
         }
+    }
+
+    /// The items each sending queue gave up on because the shutdown deadline passed
+    /// (`reason="shutdown"`), for the queues that dropped any.
+    pub fn dropped_at_shutdown(&self) -> Vec<Dropped> {
+        let Ok(queues) = self.queues.lock() else {
+            return Vec::new();
+        };
+        let label = |labels: &Labels, key: &str| {
+            labels
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or_else(String::new, |(_, v)| v.clone())
+        };
+        queues
+            .iter()
+            .filter_map(|queue| {
+                let mut labels = queue.labels.clone();
+                labels.push(("reason".into(), "shutdown".into()));
+                let count = queue.failed.get(&labels).map_or(0, |counter| counter.get());
+                (count > 0).then(|| Dropped {
+                    exporter: label(&queue.labels, "exporter"),
+                    pipeline: label(&queue.labels, "pipeline"),
+                    item: queue.item,
+                    count,
+                })
+            })
+            .collect()
     }
 
     /// The gauges of the memory limiter `processors.<processor>`.
@@ -417,6 +475,20 @@ mod tests {
             .queue_capacity
             .set(10);
         let text = telemetry.render();
+        assert!(telemetry.dropped_at_shutdown().is_empty());
+        let queue = telemetry.exporter_queue(TelemetryKind::Logs, "otlp/sink", "logs");
+        let mut shutdown = queue.labels.clone();
+        shutdown.push(("reason".into(), "shutdown".into()));
+        queue.failed_items.get_or_create(&shutdown).inc_by(7);
+        assert_eq!(
+            telemetry.dropped_at_shutdown(),
+            [Dropped {
+                exporter: "otlp/sink".into(),
+                pipeline: "logs".into(),
+                item: "log_records",
+                count: 7,
+            }]
+        );
         assert!(text.contains("opscope_receiver_accepted_log_records_total{receiver=\"otlp\",transport=\"grpc\"} 3"), "{text}");
         assert!(text.contains("opscope_receiver_refused_spans_total{receiver=\"otlp\",transport=\"http\",reason=\"pipeline_full\"} 2"), "{text}");
         assert!(
