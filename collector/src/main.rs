@@ -264,9 +264,16 @@ fn run(path: Option<PathBuf>) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let runtime = runtime().context("starting the async runtime")?;
-    runtime.block_on(opscope::service::run(config, shutdown_signal()))?;
+    let result = runtime.block_on(opscope::service::run(config, shutdown_signal()));
+    // A receiver stuck in a system call on a blocking thread was left behind by the
+    // service (and named in the log): the process does not wait for it.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);
+    result?;
     Ok(())
 }
+
+/// How long the runtime's threads get to end once the service has stopped.
+const RUNTIME_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Runs the agent on that many runtime workers instead of one per CPU the process may
 /// use (its cgroup's CPU quota included).

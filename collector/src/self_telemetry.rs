@@ -1,7 +1,7 @@
 //! opscope's own metrics (`opscope_receiver_*`, `opscope_exporter_*`), served in the
 //! Prometheus/OpenMetrics text format on `service.telemetry.metrics.address`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
@@ -29,6 +29,7 @@ pub struct SelfTelemetry {
     accepted: PerKind<Counter>,
     refused: PerKind<Counter>,
     refused_requests: Family<Labels, Counter>,
+    skipped_files: Family<Labels, Counter>,
     certificate_reloads: Family<Labels, Counter>,
     connections: ConnectionFamilies,
     sent: PerKind<Counter>,
@@ -46,6 +47,25 @@ pub struct SelfTelemetry {
     pub correlator_future_events: Family<Labels, Counter>,
     pub signals_dropped: Counter,
     memory_limiter: MemoryLimiterFamilies,
+    /// Every sending queue's failure counters, to say what shutdown dropped.
+    queues: Mutex<Vec<QueueSeries>>,
+}
+
+/// The failure counters of one sending queue.
+struct QueueSeries {
+    item: &'static str,
+    failed: Family<Labels, Counter>,
+    labels: Labels,
+}
+
+/// What one sending queue dropped because the shutdown deadline passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub exporter: String,
+    pub pipeline: String,
+    /// `spans`, `log_records`, `metric_points` or `signals`.
+    pub item: &'static str,
+    pub count: u64,
 }
 
 /// The series of the servers' connections, labelled by `server` and `transport`.
@@ -121,6 +141,12 @@ impl SelfTelemetry {
             "receiver_refused_requests",
             "Requests a receiver refused, by signal and reason (including undecodable ones)",
             refused_requests.clone(),
+        );
+        let skipped_files = Family::<Labels, Counter>::default();
+        registry.register(
+            "receiver_skipped_files",
+            "Paths a file receiver did not tail, by reason (not_regular_file, unreadable), once per path",
+            skipped_files.clone(),
         );
         let certificate_reloads = Family::<Labels, Counter>::default();
         registry.register(
@@ -251,6 +277,7 @@ impl SelfTelemetry {
             accepted,
             refused,
             refused_requests,
+            skipped_files,
             certificate_reloads,
             connections,
             sent,
@@ -259,6 +286,7 @@ impl SelfTelemetry {
             queue_capacity,
             queue_corrupt_segments,
             queue_storage_errors,
+            queues: Mutex::default(),
         }
     }
 
@@ -275,6 +303,7 @@ impl SelfTelemetry {
             accepted: kind.of(&self.accepted).get_or_create(&base).clone(),
             refused: kind.of(&self.refused).clone(),
             refused_requests: self.refused_requests.clone(),
+            skipped_files: self.skipped_files.clone(),
             labels: base,
             request_labels,
         }
@@ -327,6 +356,7 @@ impl SelfTelemetry {
     ) -> QueueMetrics {
         let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
         self.queue_metrics(
+            kind.item_name(),
             kind.of(&self.sent).get_or_create(&base).clone(),
             kind.of(&self.send_failed).clone(),
             base,
@@ -337,6 +367,7 @@ impl SelfTelemetry {
     pub fn signal_queue(&self, exporter: &str, pipeline: &str) -> QueueMetrics {
         let base = labels(&[("exporter", exporter), ("pipeline", pipeline)]);
         self.queue_metrics(
+            "signals",
             self.sent_signals.get_or_create(&base).clone(),
             self.send_failed_signals.clone(),
             base,
@@ -345,10 +376,18 @@ impl SelfTelemetry {
 
     fn queue_metrics(
         &self,
+        item: &'static str,
         sent_items: Counter,
         failed_items: Family<Labels, Counter>,
         base: Labels,
     ) -> QueueMetrics {
+        if let Ok(mut queues) = self.queues.lock() {
+            queues.push(QueueSeries {
+                item,
+                failed: failed_items.clone(),
+                labels: base.clone(),
+            });
+        }
         QueueMetrics {
             sent_items,
             failed_items,
@@ -358,6 +397,34 @@ impl SelfTelemetry {
             storage_errors: self.queue_storage_errors.get_or_create(&base).clone(),
             labels: base,
         }
+    }
+
+    /// The items each sending queue gave up on because the shutdown deadline passed
+    /// (`reason="shutdown"`), for the queues that dropped any.
+    pub fn dropped_at_shutdown(&self) -> Vec<Dropped> {
+        let Ok(queues) = self.queues.lock() else {
+            return Vec::new();
+        };
+        let label = |labels: &Labels, key: &str| {
+            labels
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or_else(String::new, |(_, v)| v.clone())
+        };
+        queues
+            .iter()
+            .filter_map(|queue| {
+                let mut labels = queue.labels.clone();
+                labels.push(("reason".into(), "shutdown".into()));
+                let count = queue.failed.get(&labels).map_or(0, |counter| counter.get());
+                (count > 0).then(|| Dropped {
+                    exporter: label(&queue.labels, "exporter"),
+                    pipeline: label(&queue.labels, "pipeline"),
+                    item: queue.item,
+                    count,
+                })
+            })
+            .collect()
     }
 
     /// The gauges of the memory limiter `processors.<processor>`.
@@ -401,6 +468,7 @@ pub struct ReceiverMetrics {
     accepted: Counter,
     refused: Family<Labels, Counter>,
     refused_requests: Family<Labels, Counter>,
+    skipped_files: Family<Labels, Counter>,
     labels: Labels,
     request_labels: Labels,
 }
@@ -408,6 +476,13 @@ pub struct ReceiverMetrics {
 impl ReceiverMetrics {
     pub fn accepted(&self, items: usize) {
         self.accepted.inc_by(items as u64);
+    }
+
+    /// Counts a path a file receiver did not tail, with why.
+    pub fn skipped_file(&self, reason: &str) {
+        let mut labels = self.labels.clone();
+        labels.push(("reason".into(), reason.into()));
+        self.skipped_files.get_or_create(&labels).inc();
     }
 
     /// Counts a refused request and its items (0 when it could not be decoded).
@@ -446,6 +521,20 @@ mod tests {
             .queue_capacity
             .set(10);
         let text = telemetry.render();
+        assert!(telemetry.dropped_at_shutdown().is_empty());
+        let queue = telemetry.exporter_queue(TelemetryKind::Logs, "otlp/sink", "logs");
+        let mut shutdown = queue.labels.clone();
+        shutdown.push(("reason".into(), "shutdown".into()));
+        queue.failed_items.get_or_create(&shutdown).inc_by(7);
+        assert_eq!(
+            telemetry.dropped_at_shutdown(),
+            [Dropped {
+                exporter: "otlp/sink".into(),
+                pipeline: "logs".into(),
+                item: "log_records",
+                count: 7,
+            }]
+        );
         assert!(text.contains("opscope_receiver_accepted_log_records_total{receiver=\"otlp\",transport=\"grpc\"} 3"), "{text}");
         assert!(text.contains("opscope_receiver_refused_spans_total{receiver=\"otlp\",transport=\"http\",reason=\"pipeline_full\"} 2"), "{text}");
         assert!(

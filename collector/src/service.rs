@@ -3,7 +3,7 @@
 //! drain the pipelines, deliver what is queued within the shutdown timeout).
 
 use opscope_exporters::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -46,6 +46,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let abort_exports = CancellationToken::new();
     let stop_receiving = CancellationToken::new();
     let stop_servers = CancellationToken::new();
+    let close_inputs = CancellationToken::new();
 
     let exporters = Exporters::build(&config, &telemetry)?;
     // Data is sized for the memory account only when a memory limiter reads it.
@@ -77,6 +78,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
         shared: &shared,
         exporters: &exporters,
         abort: &abort_exports,
+        close_inputs: &close_inputs,
         consumers: &mut consumers,
         sheddable: &mut sheddable,
     };
@@ -104,15 +106,18 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let readiness = Readiness::default();
     serve_extensions(&config, &readiness, &telemetry, &stop_servers, &mut servers).await?;
 
-    let mut receiving = JoinSet::new();
+    let mut receiving = Receiving::default();
     for (id, receiver) in &config.receivers {
         let context = ReceiverContext {
             id: id.clone(),
             consumers: consumers.remove(id).unwrap_or_default(),
             telemetry: Arc::clone(&telemetry),
             shutdown: stop_receiving.clone(),
+            readiness: readiness.clone(),
         };
-        receivers::start(receiver, context, &mut receiving).await?;
+        let mut tasks = JoinSet::new();
+        receivers::start(receiver, context, &mut tasks).await?;
+        receiving.add(id, tasks);
     }
     drop(consumers);
     readiness.set(true);
@@ -122,27 +127,35 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     tracing::info!("shutting down: receivers stop, queued data is delivered");
     readiness.set(false);
     stop_receiving.cancel();
-    let mut draining = Draining {
-        receiving,
-        pipelines,
-        queues,
-    };
-    let deadline = tokio::time::Instant::now() + config.service.shutdown_timeout;
-    if tokio::time::timeout_at(deadline, draining.finish())
+    let shutdown_timeout = config.service.shutdown_timeout;
+    let started = tokio::time::Instant::now();
+    let deadline = started + shutdown_timeout;
+    // Half the time for receivers to stop: one stuck (in a file operation, say) must
+    // not keep the pipelines from draining what the others handed on.
+    let stuck = receiving.stop(started + shutdown_timeout / 2).await;
+    if !stuck.is_empty() {
+        tracing::error!(receivers = ?stuck, timeout = ?shutdown_timeout / 2,
+            "receivers did not stop within half the shutdown timeout and are left behind: \
+            what they had not handed on is not drained (a filelog receiver reads it again \
+            from its last checkpoint)");
+    }
+    close_inputs.cancel();
+    let mut draining = Draining { pipelines, queues };
+    let timed_out = tokio::time::timeout_at(deadline, draining.finish())
         .await
-        .is_err()
-    {
-        tracing::error!(
-            timeout = ?config.service.shutdown_timeout,
-            "shutdown timeout reached; what is still queued is dropped and counted"
-        );
+        .is_err();
+    if timed_out {
+        tracing::error!(timeout = ?shutdown_timeout,
+            "shutdown timeout reached; what is not delivered yet is dropped (or kept, in a durable queue)");
         // Consumers now count what they hold as dropped, which frees the pipelines.
         abort_exports.cancel();
         if tokio::time::timeout(LAST_GRACE, draining.finish())
             .await
             .is_err()
         {
-            tracing::error!("stopping tasks that did not finish after the shutdown timeout");
+            tracing::error!(
+                "pipelines did not drain after the shutdown timeout; what they held is lost"
+            );
             draining.abort().await;
         }
     }
@@ -163,36 +176,86 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
             tracing::error!("signal exporters did not finish after the shutdown timeout");
         }
     }
+    report_dropped(&telemetry, timed_out || abort_exports.is_cancelled());
     stop_servers.cancel();
     while servers.join_next().await.is_some() {}
     tracing::info!("opscope stopped");
     Ok(())
 }
 
+/// The running receivers: one task each, named by the receiver's id.
+#[derive(Default)]
+struct Receiving {
+    tasks: JoinSet<()>,
+    names: HashMap<tokio::task::Id, String>,
+}
+
+impl Receiving {
+    /// Runs the tasks a receiver started as one task, named `id`.
+    fn add(&mut self, id: &str, mut tasks: JoinSet<()>) {
+        let handle = self
+            .tasks
+            .spawn(async move { while tasks.join_next().await.is_some() {} });
+        self.names.insert(handle.id(), id.to_string());
+    }
+
+    /// Waits until `deadline` for every receiver to stop; aborts those still running
+    /// then and returns their ids, sorted. A receiver whose work is stuck on a blocking
+    /// thread leaves that thread behind.
+    async fn stop(&mut self, deadline: tokio::time::Instant) -> Vec<String> {
+        let _ = tokio::time::timeout_at(deadline, async {
+            while let Some(ended) = self.tasks.join_next_with_id().await {
+                let id = match ended {
+                    Ok((id, ())) => id,
+                    Err(err) => err.id(),
+                };
+                self.names.remove(&id);
+            }
+        })
+        .await;
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        let mut stuck: Vec<String> = self.names.drain().map(|(_, name)| name).collect();
+        stuck.sort();
+        stuck
+    }
+}
+
+/// Says what shutdown dropped, per exporter and pipeline, or that it dropped nothing.
+fn report_dropped(telemetry: &SelfTelemetry, cut_short: bool) {
+    let dropped = telemetry.dropped_at_shutdown();
+    for queue in &dropped {
+        tracing::error!(exporter = %queue.exporter, pipeline = %queue.pipeline, items = queue.count,
+            "dropped at shutdown: {} {} not delivered", queue.count, queue.item);
+    }
+    if dropped.is_empty() && cut_short {
+        tracing::info!("the shutdown timeout cut sending short, but nothing in memory was dropped");
+    } else if dropped.is_empty() {
+        tracing::info!("everything queued was delivered");
+    }
+}
+
 /// How long, after the shutdown timeout, tasks get to count what they drop.
 const LAST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Everything that has to finish, in order, for a clean shutdown.
+/// Everything that has to finish, in order, for a clean shutdown once the receivers
+/// stopped.
 struct Draining {
-    receiving: JoinSet<()>,
     pipelines: JoinSet<()>,
     queues: Vec<SendingQueue>,
 }
 
 impl Draining {
-    /// Stops receivers and pipelines where they are; what they held is lost, so this
-    /// is only for tasks that ignored the shutdown timeout.
+    /// Stops pipelines where they are; what they held is lost, so this is only for
+    /// tasks that ignored the shutdown timeout.
     async fn abort(&mut self) {
-        self.receiving.abort_all();
         self.pipelines.abort_all();
-        while self.receiving.join_next().await.is_some() {}
         while self.pipelines.join_next().await.is_some() {}
     }
 
-    /// Waits for receivers to stop, pipelines to drain and queues to deliver. Can be
-    /// abandoned and called again: it only waits by reference.
+    /// Waits for pipelines to drain and queues to deliver. Can be abandoned and called
+    /// again: it only waits by reference.
     async fn finish(&mut self) {
-        while self.receiving.join_next().await.is_some() {}
         while self.pipelines.join_next().await.is_some() {}
         for queue in &mut self.queues {
             queue.join().await;
@@ -209,6 +272,8 @@ struct PipelineBuilder<'a> {
     shared: &'a SharedProcessors,
     exporters: &'a Exporters,
     abort: &'a CancellationToken,
+    /// Closes the pipelines' inputs when receivers did not stop in time.
+    close_inputs: &'a CancellationToken,
     consumers: &'a mut BTreeMap<String, Consumers>,
     /// The in-memory sending queues of the pipelines that list each memory limiter.
     sheddable: &'a mut BTreeMap<String, Vec<Arc<dyn SheddableQueue>>>,
@@ -247,7 +312,7 @@ impl PipelineBuilder<'_> {
             consumer_of(self.consumers.entry(receiver.clone()).or_default())
                 .add_input(input.clone());
         }
-        Ok((Box::pin(pipeline.run()), queues))
+        Ok((Box::pin(pipeline.run(self.close_inputs.clone())), queues))
     }
 }
 
@@ -330,5 +395,31 @@ impl Exposition<'_> {
             metrics: telemetry.server_connections(what, "http"),
         };
         Ok(server.serve(listener, router, stop.clone().cancelled_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_receiver_stuck_on_a_blocking_thread_is_named_and_left_behind() {
+        let mut receiving = Receiving::default();
+        let mut quick = JoinSet::new();
+        quick.spawn(async {});
+        receiving.add("otlp", quick);
+        let (release, stuck_until) = std::sync::mpsc::channel::<()>();
+        let mut stuck = JoinSet::new();
+        stuck.spawn(async move {
+            let _ = tokio::task::spawn_blocking(move || stuck_until.recv()).await;
+        });
+        receiving.add("filelog", stuck);
+        let started = tokio::time::Instant::now();
+        let left = receiving.stop(started + Duration::from_millis(100)).await;
+        assert_eq!(left, ["filelog"]);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let _ = release.send(());
     }
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use opscope::extensions::health_check::Readiness;
 use opscope::pipeline::{Input, PipelineInput};
 use opscope::receivers::filelog::{self, FilelogConfig};
 use opscope::receivers::{Consumers, ReceiverContext};
@@ -135,6 +136,7 @@ impl Running {
             consumers,
             telemetry: Arc::clone(telemetry),
             shutdown: shutdown.clone(),
+            readiness: Readiness::default(),
         };
         let mut tasks = JoinSet::new();
         filelog::start(config, context, &mut tasks)
@@ -615,6 +617,7 @@ async fn a_damaged_checkpoint_fails_the_start_with_its_path() {
         consumers: Consumers::default(),
         telemetry: Arc::new(SelfTelemetry::new()),
         shutdown: CancellationToken::new(),
+        readiness: Readiness::default(),
     };
     let Err(err) = filelog::start(&config, context, &mut JoinSet::new()).await else {
         panic!("a damaged checkpoint must fail the start");

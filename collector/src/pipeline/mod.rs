@@ -180,9 +180,12 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
         Ok((pipeline, input, queues))
     }
 
-    /// Runs until every receiver has let go of the input and it is drained, then
-    /// flushes the processors. Dropping the pipeline closes the sending queues.
-    pub async fn run(mut self) {
+    /// Runs until every receiver has let go of the input, or `close` fires, and the
+    /// input is drained; then flushes the processors. Dropping the pipeline closes the
+    /// sending queues. `close` is for receivers that did not stop in time: what they
+    /// send after it is refused.
+    pub async fn run(mut self, close: CancellationToken) {
+        let mut closed = false;
         loop {
             let deadline = self.deadline();
             let wake = async {
@@ -200,6 +203,11 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
                     }
                     None => break,
                 },
+                () = close.cancelled(), if !closed => {
+                    closed = true;
+                    self.input.close();
+                    continue;
+                }
                 () = wake => {
                     let now = Instant::now();
                     if let Some(batcher) = &mut self.batcher {

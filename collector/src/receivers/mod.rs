@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ReceiverConfig;
+use crate::extensions::health_check::Readiness;
 use crate::pipeline::Consumer;
 use crate::self_telemetry::SelfTelemetry;
 
@@ -39,6 +40,8 @@ pub struct ReceiverContext {
     pub telemetry: Arc<SelfTelemetry>,
     /// Fires when the receiver must stop taking data.
     pub shutdown: CancellationToken,
+    /// Where a receiver that works in rounds reports that it is stuck in one.
+    pub readiness: Readiness,
 }
 
 #[derive(Debug, thiserror::Error)]

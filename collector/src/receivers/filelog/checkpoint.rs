@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::identity::{FileIdentity, Fingerprint};
+use super::open::open_regular;
 
 /// Largest checkpoint file read back (it holds a few hundred bytes per file).
 const MAX_CHECKPOINT_BYTES: u64 = 64 * 1024 * 1024;
@@ -109,7 +110,7 @@ fn read(path: &Path) -> Result<Option<Vec<CheckpointEntry>>, CheckpointError> {
         path: path.to_path_buf(),
         reason,
     };
-    let file = match File::open(path) {
+    let file = match open_regular(path) {
         Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(unreadable(err.to_string())),

@@ -10,6 +10,7 @@ use glob::{MatchOptions, Pattern};
 
 use super::config::FilelogConfig;
 use super::identity::{FileIdentity, Fingerprint};
+use super::open::{SkippedFiles, open_regular};
 use super::pod::PodFilter;
 
 /// `*` and `?` stop at `/`, in `include` and `exclude` alike.
@@ -43,7 +44,8 @@ impl Discovery {
         }
     }
 
-    /// The regular files to tail now, sorted, at most `limit`.
+    /// The paths to tail now, sorted, at most `limit`: all but directories, so that
+    /// opening them refuses (and reports) what is not a regular file.
     pub fn find(&self, limit: usize) -> Vec<PathBuf> {
         let mut found = BTreeSet::new();
         for glob in &self.include {
@@ -52,7 +54,7 @@ impl Discovery {
             };
             let wanted = paths
                 .filter_map(Result::ok)
-                .filter(|path| self.wanted(path) && path.is_file());
+                .filter(|path| self.wanted(path) && !path.is_dir());
             for path in wanted {
                 if found.len() >= limit {
                     return found.into_iter().collect();
@@ -81,10 +83,15 @@ impl Discovery {
 }
 
 /// The file `identity` with the fingerprint `fingerprint`, renamed from `path` to one of
-/// its rotated siblings.
-pub fn find_renamed(path: &Path, identity: FileIdentity, fingerprint: Fingerprint) -> Option<File> {
+/// its rotated siblings; siblings that cannot be opened are reported to `skipped`.
+pub fn find_renamed(
+    path: &Path,
+    identity: FileIdentity,
+    fingerprint: Fingerprint,
+    skipped: &mut SkippedFiles,
+) -> Option<File> {
     rotated_siblings(path).into_iter().find_map(|sibling| {
-        let file = File::open(&sibling).ok()?;
+        let file = open_sibling(&sibling, skipped)?;
         let same = FileIdentity::of(&file.metadata().ok()?) == identity
             && fingerprint.recheck(&file).ok()?.is_some();
         same.then_some(file)
@@ -99,9 +106,10 @@ pub fn find_copy(
     original: FileIdentity,
     fingerprint: Fingerprint,
     min_size: u64,
+    skipped: &mut SkippedFiles,
 ) -> Option<(File, FileIdentity)> {
     let copies = rotated_siblings(path).into_iter().filter_map(|sibling| {
-        let file = File::open(&sibling).ok()?;
+        let file = open_sibling(&sibling, skipped)?;
         let metadata = file.metadata().ok()?;
         let identity = FileIdentity::of(&metadata);
         let copy = identity != original
@@ -113,6 +121,12 @@ pub fn find_copy(
     copies
         .max_by_key(|(modified, _, _)| *modified)
         .map(|(_, file, identity)| (file, identity))
+}
+
+fn open_sibling(sibling: &Path, skipped: &mut SkippedFiles) -> Option<File> {
+    open_regular(sibling)
+        .map_err(|err| skipped.report(sibling, &err))
+        .ok()
 }
 
 /// Files next to `path` named `<its name>.<suffix>`, not compressed, the newest names
@@ -197,13 +211,16 @@ mod tests {
             &root.path().join("0.log.20240501-110000.gz"),
             "first line\n",
         );
-        let renamed = find_renamed(&path, identity, fingerprint).expect("found");
+        let renamed = find_renamed(&path, identity, fingerprint, &mut SkippedFiles::for_tests())
+            .expect("found");
         assert_eq!(
             FileIdentity::of(&renamed.metadata().expect("stat")),
             identity
         );
         std::fs::remove_file(root.path().join("0.log.20240501-120000")).expect("remove");
-        assert!(find_renamed(&path, identity, fingerprint).is_none());
+        assert!(
+            find_renamed(&path, identity, fingerprint, &mut SkippedFiles::for_tests()).is_none()
+        );
     }
 
     #[test]
@@ -216,11 +233,17 @@ mod tests {
         let fingerprint = Fingerprint::read(&file).expect("read");
         write(&root.path().join("0.log.1"), "first line\nsecond line\n");
         write(&root.path().join("0.log.2"), "older content\n");
+        // The newest-named sibling, a FIFO: looked at first, and passed over at once.
+        let fifo =
+            std::ffi::CString::new(format!("{}/0.log.3", root.path().display())).expect("no NUL");
+        // SAFETY: `fifo` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         std::fs::write(&path, "").expect("truncate");
-        let (_, copy) = find_copy(&path, identity, fingerprint, 11).expect("found");
+        let mut skipped = SkippedFiles::for_tests();
+        let (_, copy) = find_copy(&path, identity, fingerprint, 11, &mut skipped).expect("found");
         assert_ne!(copy, identity);
         assert!(
-            find_copy(&path, identity, fingerprint, 1000).is_none(),
+            find_copy(&path, identity, fingerprint, 1000, &mut skipped).is_none(),
             "too short"
         );
     }

@@ -9,6 +9,7 @@ mod discovery;
 mod fuzz_tests;
 mod identity;
 pub(crate) mod join;
+mod open;
 pub mod pod;
 pub(crate) mod reader;
 pub mod record;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub use config::{FilelogConfig, StartAt};
 
 use super::ReceiverContext;
+use crate::extensions::health_check::Progress;
 use checkpoint::{CheckpointError, CheckpointStore};
 use tailer::{Outlet, Round, Tailer};
 
@@ -59,20 +61,47 @@ pub async fn start(
     };
     tracing::info!(receiver = %context.id, include = ?config.include, resumed = previous.is_some(), "tailing files");
     let tailer = Tailer::new(&context.id, config, store, previous, outlet);
-    tasks.spawn(run(tailer, context.shutdown, config.poll_interval));
+    let stall_after = STALL_AFTER.max(config.poll_interval * 20);
+    let progress = context.readiness.watch(&context.id, stall_after);
+    tasks.spawn(run(
+        tailer,
+        context.shutdown,
+        config.poll_interval,
+        progress,
+    ));
     Ok(())
 }
 
+/// A round of file work that has not returned after this long (or 20 poll intervals)
+/// is reported: in the log, and by `/readyz`.
+const STALL_AFTER: Duration = Duration::from_secs(30);
+
 /// Rounds of blocking file work on the blocking pool, back to back while files hold
 /// more, else one per poll interval.
-async fn run(mut tailer: Tailer, shutdown: CancellationToken, poll_interval: Duration) {
+async fn run(
+    mut tailer: Tailer,
+    shutdown: CancellationToken,
+    poll_interval: Duration,
+    progress: Progress,
+) {
     loop {
         let token = shutdown.clone();
-        let finished = tokio::task::spawn_blocking(move || {
+        progress.begin();
+        let mut working = tokio::task::spawn_blocking(move || {
             let round = tailer.round(&token);
             (tailer, round)
-        })
-        .await;
+        });
+        let finished = tokio::select! {
+            finished = &mut working => finished,
+            () = tokio::time::sleep(progress.stall_after()) => {
+                tracing::error!(receiver = %progress.receiver(), after = ?progress.stall_after(),
+                    "a round of file work has not returned: no file is read until it does");
+                let finished = working.await;
+                tracing::warn!(receiver = %progress.receiver(), "the round of file work returned");
+                finished
+            }
+        };
+        progress.end();
         let round;
         (tailer, round) = match finished {
             Ok(finished) => finished,

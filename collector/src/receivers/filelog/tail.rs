@@ -13,6 +13,7 @@ use super::checkpoint::{CheckpointEntry, Position};
 use super::config::{LineFormat, StartAt};
 use super::discovery::find_renamed;
 use super::identity::{FileIdentity, Fingerprint};
+use super::open::{SkippedFiles, open_regular};
 use super::pod::file_resource;
 use super::reader::{BatchLimits, Ending, ReadEnd, RecordReader, end_position};
 use super::record::logs_request;
@@ -75,7 +76,7 @@ impl TailedFile {
         lines: (usize, LineFormat),
         now: Instant,
     ) -> io::Result<Self> {
-        let handle = File::open(path)?;
+        let handle = open_regular(path)?;
         let position = match start_at {
             StartAt::Beginning => Position::START,
             StartAt::End => end_position(&handle)?,
@@ -98,11 +99,15 @@ impl TailedFile {
         entry: &CheckpointEntry,
         lines: (usize, LineFormat),
         now: Instant,
+        skipped: &mut SkippedFiles,
     ) -> Option<Self> {
         let path = Path::new(&entry.path);
-        let (handle, rotated) = match open_same(path, entry.identity) {
+        let (handle, rotated) = match open_same(path, entry.identity, skipped) {
             Some(handle) => (handle, false),
-            None => (find_renamed(path, entry.identity, entry.fingerprint)?, true),
+            None => (
+                find_renamed(path, entry.identity, entry.fingerprint, skipped)?,
+                true,
+            ),
         };
         let mut file = Self::new(
             path,
@@ -215,15 +220,15 @@ impl TailedFile {
 
     /// Opens the file again: at its path while it is there, else among its rotated
     /// siblings; `false` when it is gone (then it is let go).
-    pub fn reopen(&mut self, now: Instant) -> bool {
+    pub fn reopen(&mut self, now: Instant, skipped: &mut SkippedFiles) -> bool {
         if !self.is_rotated() {
-            if let Some(handle) = open_same(&self.path, self.identity) {
+            if let Some(handle) = open_same(&self.path, self.identity, skipped) {
                 self.handle = Some(handle);
                 return true;
             }
             self.mark_rotated(now);
         }
-        self.handle = find_renamed(&self.path, self.identity, self.fingerprint);
+        self.handle = find_renamed(&self.path, self.identity, self.fingerprint, skipped);
         self.gone = self.handle.is_none();
         !self.gone
     }
@@ -324,8 +329,10 @@ impl TailedFile {
 }
 
 /// The file at `path` if it is still the file `identity`.
-fn open_same(path: &Path, identity: FileIdentity) -> Option<File> {
-    let handle = File::open(path).ok()?;
+fn open_same(path: &Path, identity: FileIdentity, skipped: &mut SkippedFiles) -> Option<File> {
+    let handle = open_regular(path)
+        .map_err(|err| skipped.report(path, &err))
+        .ok()?;
     (FileIdentity::of(&handle.metadata().ok()?) == identity).then_some(handle)
 }
 

@@ -13,6 +13,7 @@ use super::checkpoint::{CheckpointEntry, CheckpointStore};
 use super::config::{FilelogConfig, LineFormat, StartAt};
 use super::discovery::{Discovery, find_copy};
 use super::identity::FileIdentity;
+use super::open::SkippedFiles;
 use super::reader::BatchLimits;
 use super::tail::{FileBatch, ReadSettings, TailedFile};
 use crate::pipeline::{Acknowledgements, Consumer, Refusal};
@@ -85,8 +86,8 @@ pub struct Tailer {
     /// Where the next round starts among the files not rotated (fairness).
     next_active: usize,
     warned_file_limit: bool,
-    /// Files that could not be opened, warned about once each.
-    unreadable: HashSet<PathBuf>,
+    /// Paths that could not be opened, warned about and counted once each.
+    skipped: SkippedFiles,
 }
 
 impl Tailer {
@@ -114,7 +115,6 @@ impl Tailer {
             },
             discovery: Discovery::new(config),
             store,
-            outlet,
             files: Vec::new(),
             first_run: previous.is_none(),
             to_resume: previous.unwrap_or_default(),
@@ -127,7 +127,8 @@ impl Tailer {
             checkpoint_frozen: false,
             next_active: 0,
             warned_file_limit: false,
-            unreadable: HashSet::new(),
+            skipped: SkippedFiles::new(id, outlet.metrics.clone()),
+            outlet,
         }
     }
 
@@ -162,13 +163,14 @@ impl Tailer {
             if !self.discovery.accepts(Path::new(&entry.path)) {
                 continue;
             }
-            match TailedFile::resume(&entry, self.lines(), now) {
+            match TailedFile::resume(&entry, self.lines(), now, &mut self.skipped) {
                 Some(file) if !self.tracks(file.identity()) => self.add(file),
                 Some(_) => {}
                 None => tracing::info!(
                     receiver = %self.id,
                     path = %entry.path,
-                    "a checkpointed file is gone; lines it held past the checkpoint were not read"
+                    "a checkpointed file is gone (or is no longer a regular file); lines it \
+                    held past the checkpoint were not read"
                 ),
             }
         }
@@ -199,7 +201,7 @@ impl Tailer {
             match TailedFile::open(&path, start_at, self.lines(), now) {
                 Ok(file) if !self.tracks(file.identity()) => self.add(file),
                 Ok(_) => {}
-                Err(err) => self.warn_unreadable(path, &err),
+                Err(err) => self.skipped.report(&path, &err),
             }
         }
         // From now on a checkpoint exists, so a restart reads new files from their start.
@@ -233,16 +235,6 @@ impl Tailer {
 
     fn open_handles(&self) -> usize {
         self.files.iter().filter(|f| f.has_handle()).count()
-    }
-
-    fn warn_unreadable(&mut self, path: PathBuf, err: &io::Error) {
-        let shown = path.display().to_string();
-        let first_time = err.kind() != io::ErrorKind::NotFound
-            && self.unreadable.len() < MAX_TRACKED_FILES
-            && self.unreadable.insert(path);
-        if first_time {
-            tracing::warn!(receiver = %self.id, path = %shown, %err, "cannot open; not tailed");
-        }
     }
 
     fn warn_file_limit(&mut self) {
@@ -386,10 +378,11 @@ impl Tailer {
             idle.close();
             *handles = handles.saturating_sub(1);
         }
+        let skipped = &mut self.skipped;
         let reopened = self
             .files
             .get_mut(index)
-            .is_some_and(|file| file.reopen(now));
+            .is_some_and(|file| file.reopen(now, skipped));
         if reopened {
             *handles += 1;
         }
@@ -408,6 +401,7 @@ impl Tailer {
             file.identity(),
             file.fingerprint(),
             file.read_offset(),
+            &mut self.skipped,
         ) {
             Some((copy, identity)) => {
                 tracing::info!(receiver = %self.id, %path, "copytruncated; the rest is read from its copy");
