@@ -222,3 +222,53 @@ fn a_fifo_in_place_of_a_checkpointed_file_stops_nothing_after_a_restart() {
     assert_eq!(skipped, 1.0, "the FIFO is counted once as skipped");
     assert!(took < SHUTDOWN_TIMEOUT, "SIGTERM took {took:?}");
 }
+
+/// The kubelet's rotation, `0.log` renamed to `0.log.<timestamp>` (which `*.log` does
+/// not match), done within 100 ms of the file's creation, over and over: each file
+/// lives for a fraction of the 500 ms poll interval.
+#[test]
+fn files_created_and_renamed_within_a_poll_interval_are_read() {
+    const FILES: usize = 10;
+    const LINES: usize = 5;
+    let node = Node::new();
+    let directory = node.container("fast");
+    let marker = node.container("marker").join("0.log");
+    append(&marker, &lines("marker", 1));
+    let sink = OtlpSink::grpc();
+    let ports = Ports::free();
+    let mut agent = Opscope::start(&node.config(&ports, &sink, "500ms"), &ports.health_addr());
+    assert_eq!(wait_for_bodies(&sink, &lines("marker", 1)), 1);
+
+    let mut written = Vec::new();
+    let mut longest = Duration::ZERO;
+    for file in 0..FILES {
+        let bodies = lines(&format!("rotated-{file}"), LINES);
+        let path = directory.join("0.log");
+        let created = Instant::now();
+        append(&path, &bodies);
+        std::fs::rename(
+            &path,
+            directory.join(format!("0.log.20240501-1200{file:02}")),
+        )
+        .expect("rename");
+        longest = longest.max(created.elapsed());
+        written.extend(bodies);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(
+        longest < Duration::from_millis(100),
+        "each file lived {longest:?}"
+    );
+    let read = wait_for_bodies(&sink, &written);
+    stop(&mut agent);
+    report_fault(
+        "filelog_fast_rotation",
+        &[
+            ("files", FILES as f64),
+            ("written", written.len() as f64),
+            ("read", read as f64),
+            ("longest_life_ms", longest.as_secs_f64() * 1000.0),
+        ],
+    );
+    assert_eq!(read, written.len(), "every short-lived file was read");
+}

@@ -23,6 +23,7 @@ const MATCH_OPTIONS: MatchOptions = MatchOptions {
 /// Rotated siblings looked at when a file is searched among them.
 const MAX_SIBLINGS: usize = 64;
 
+#[derive(Clone)]
 pub struct Discovery {
     include: Vec<String>,
     include_patterns: Vec<Pattern>,

@@ -15,6 +15,7 @@ pub(crate) mod reader;
 pub mod record;
 mod tail;
 mod tailer;
+mod watch;
 
 use std::time::Duration;
 
@@ -84,6 +85,7 @@ async fn run(
     poll_interval: Duration,
     progress: Progress,
 ) {
+    let woken = tailer.woken();
     loop {
         let token = shutdown.clone();
         progress.begin();
@@ -115,9 +117,16 @@ async fn run(
             Round::More => Duration::ZERO,
             Round::Idle => poll_interval,
         };
+        let arrived = async {
+            match &woken {
+                Some(woken) => woken.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(wait) => {}
+            () = arrived => {}
         }
     }
     if let Err(err) = tokio::task::spawn_blocking(move || tailer.stop()).await {

@@ -84,6 +84,7 @@ pub fn string_attribute(key: &str, value: &str) -> KeyValue {
 /// Which pods' logs to read, by namespace, pod and container name patterns (`*`, `?`);
 /// an empty list accepts every name. With any pattern set, files outside the kubelet
 /// layout are not read.
+#[derive(Clone)]
 pub struct PodFilter {
     namespaces: Vec<WildMatch>,
     pods: Vec<WildMatch>,

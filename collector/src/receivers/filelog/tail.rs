@@ -76,7 +76,17 @@ impl TailedFile {
         lines: (usize, LineFormat),
         now: Instant,
     ) -> io::Result<Self> {
-        let handle = open_regular(path)?;
+        Self::opened(path, open_regular(path)?, start_at, lines, now)
+    }
+
+    /// A file that appeared as `path`, opened as `handle` (it may have been renamed since).
+    pub fn opened(
+        path: &Path,
+        handle: File,
+        start_at: StartAt,
+        lines: (usize, LineFormat),
+        now: Instant,
+    ) -> io::Result<Self> {
         let position = match start_at {
             StartAt::Beginning => Position::START,
             StartAt::End => end_position(&handle)?,

@@ -4,9 +4,11 @@
 use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::checkpoint::{CheckpointEntry, CheckpointStore};
@@ -16,6 +18,7 @@ use super::identity::FileIdentity;
 use super::open::SkippedFiles;
 use super::reader::BatchLimits;
 use super::tail::{FileBatch, ReadSettings, TailedFile};
+use super::watch::{Arrival, Watch};
 use crate::pipeline::{Acknowledgements, Consumer, Refusal};
 use crate::self_telemetry::ReceiverMetrics;
 
@@ -88,6 +91,8 @@ pub struct Tailer {
     warned_file_limit: bool,
     /// Paths that could not be opened, warned about and counted once each.
     skipped: SkippedFiles,
+    /// Files opened as they appeared; `None` when inotify cannot be had.
+    watch: Option<Watch>,
 }
 
 impl Tailer {
@@ -129,13 +134,21 @@ impl Tailer {
             warned_file_limit: false,
             skipped: SkippedFiles::new(id, outlet.metrics.clone()),
             outlet,
+            watch: Watch::start(id, &config.include, Discovery::new(config)),
         }
+    }
+
+    /// Fires when the watcher opened new files, to read them without waiting for the
+    /// poll interval.
+    pub fn woken(&self) -> Option<Arc<Notify>> {
+        self.watch.as_ref().map(Watch::woken)
     }
 
     /// Blocking file work, bounded: each file gets at most one batch per round.
     pub fn round(&mut self, shutdown: &CancellationToken) -> Round {
         let now = Instant::now();
         self.resume_files(now);
+        self.take_arrivals(now);
         if self
             .last_discovery
             .is_none_or(|at| now.duration_since(at) >= self.poll_interval)
@@ -176,8 +189,50 @@ impl Tailer {
         }
     }
 
+    /// The files the watcher opened as they appeared (new files: read from their start).
+    fn take_arrivals(&mut self, now: Instant) {
+        let Some(watch) = &self.watch else {
+            return;
+        };
+        let arrivals: Vec<Arrival> = watch.arrivals().collect();
+        let start_at = if self.first_run {
+            self.start_at
+        } else {
+            StartAt::Beginning
+        };
+        for Arrival {
+            path,
+            file,
+            renamed,
+        } in arrivals
+        {
+            if self.files.len() >= MAX_TRACKED_FILES {
+                self.warn_file_limit();
+                break;
+            }
+            let Ok(mut file) = TailedFile::opened(&path, file, start_at, self.lines(), now) else {
+                continue;
+            };
+            if self.tracks(file.identity()) {
+                continue;
+            }
+            if renamed {
+                file.mark_rotated(now);
+            } else {
+                // The file it replaced at `path` was rotated: its lines come first.
+                for earlier in self.files.iter_mut().filter(|f| f.path() == path) {
+                    earlier.mark_rotated(now);
+                }
+            }
+            self.add(file);
+        }
+    }
+
     fn discover(&mut self, now: Instant) {
         self.last_discovery = Some(now);
+        if let Some(watch) = &mut self.watch {
+            watch.retry();
+        }
         self.notice_rotations(now);
         let active: HashSet<PathBuf> = self
             .files
