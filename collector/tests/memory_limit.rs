@@ -1,7 +1,8 @@
 //! The memory limiter over real sockets: with the downstream blocked and a small
 //! limit, receivers refuse with a retryable `memory_limit` refusal before the agent's
 //! resident memory reaches the hard limit, and once the downstream is back everything
-//! that was accepted is delivered and new data is taken again.
+//! that was accepted is delivered and new data is taken again; and after a burst, the
+//! idle agent gives the memory it used back to the kernel.
 
 mod common;
 
@@ -46,8 +47,12 @@ fn config(ports: &Ports, sink: &OtlpSink) -> String {
 }
 
 fn spans(request: usize) -> ExportTraceServiceRequest {
+    spans_of(request, SPANS_PER_REQUEST)
+}
+
+fn spans_of(request: usize, count: usize) -> ExportTraceServiceRequest {
     let payload = "x".repeat(PAYLOAD_BYTES);
-    let spans = (0..SPANS_PER_REQUEST)
+    let spans = (0..count)
         .map(|i| Span {
             trace_id: [request.to_be_bytes(), i.to_be_bytes()].concat(),
             span_id: (i as u64).to_be_bytes().to_vec(),
@@ -210,4 +215,78 @@ fn over_the_soft_limit_receivers_refuse_and_nothing_accepted_is_lost() {
         0.0
     );
     assert!(opscope.logs().contains("memory above the soft limit"));
+}
+
+/// The README promises freed memory goes back to the kernel: after a burst of large
+/// requests, delivered, the idle agent's resident size falls back near what it was
+/// before the burst instead of staying at the burst's peak.
+#[test]
+fn after_a_burst_the_idle_agent_returns_its_memory() {
+    const CLIENTS: usize = 8;
+    const REQUESTS_PER_CLIENT: usize = 12;
+    /// About 2.2 MB a request.
+    const SPANS: usize = 2000;
+    /// What the idle agent may keep over its resident size before the burst: the
+    /// runtime's and the allocator's own structures grow a little with use.
+    const KEPT_MIB: u64 = 40;
+    let sink = OtlpSink::grpc();
+    let ports = Ports::free();
+    let exporter = format!(
+        "{{ endpoint: {}, compression: none, sending_queue: {{ queue_size: 1000, num_consumers: 4 }} }}",
+        sink.endpoint()
+    );
+    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter), &ports.health_addr());
+    std::thread::sleep(Duration::from_millis(500));
+    let before = resident_bytes(opscope.pid());
+
+    let peak = std::sync::atomic::AtomicU64::new(before);
+    std::thread::scope(|scope| {
+        for client in 0..CLIENTS {
+            let (url, peak, pid) = (ports.grpc_url(), &peak, opscope.pid());
+            scope.spawn(move || {
+                let runtime = Runtime::new().expect("client runtime");
+                let mut client_of = runtime
+                    .block_on(TraceServiceClient::connect(url))
+                    .expect("connect to opscope");
+                for n in 0..REQUESTS_PER_CLIENT {
+                    let request = spans_of(client * REQUESTS_PER_CLIENT + n, SPANS);
+                    runtime
+                        .block_on(client_of.export(request))
+                        .expect("the burst is accepted");
+                    peak.fetch_max(resident_bytes(pid), std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let sent = CLIENTS * REQUESTS_PER_CLIENT * SPANS;
+    assert!(
+        sink.wait_for(TIMEOUT, |r| r.span_count() >= sent),
+        "{} of {sent} spans arrived",
+        sink.span_count()
+    );
+    let peak = peak.into_inner();
+    let started_idle = Instant::now();
+    let bound = before + KEPT_MIB * MIB;
+    let returned = wait_until(Duration::from_secs(12), || {
+        resident_bytes(opscope.pid()) <= bound
+    });
+    let after = resident_bytes(opscope.pid());
+    common::report_fault(
+        "memory_returned_after_burst",
+        &[
+            ("in", sent as f64),
+            ("before_rss_mib", (before / MIB) as f64),
+            ("peak_rss_mib", (peak / MIB) as f64),
+            ("idle_rss_mib", (after / MIB) as f64),
+            ("idle_seconds", started_idle.elapsed().as_secs_f64()),
+        ],
+    );
+    assert!(
+        returned,
+        "resident size {} MiB after {:.1} s idle; {} MiB before the burst, {} MiB at its peak",
+        after / MIB,
+        started_idle.elapsed().as_secs_f64(),
+        before / MIB,
+        peak / MIB
+    );
 }
