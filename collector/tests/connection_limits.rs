@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Opscope, OtlpSink, Ports, http_get, report_fault, wait_until};
+use common::{Opscope, OtlpSink, Ports, RssSampler, http_get, report_fault, wait_until};
 
 const MIB: u64 = 1024 * 1024;
 const LIMIT_MIB: u64 = 256;
@@ -41,57 +41,6 @@ fn config(ports: &Ports, sink: &OtlpSink, http: &str, grpc: &str) -> String {
             &format!("http: {{ endpoint: 127.0.0.1:{} }}", ports.http),
             &format!("http: {{ endpoint: 127.0.0.1:{}{http} }}", ports.http),
         )
-}
-
-fn resident_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// Samples the agent's resident size every 10 ms until dropped; `peak` is the largest seen.
-struct RssSampler {
-    peak: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl RssSampler {
-    fn start(pid: u32) -> Self {
-        let peak = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = thread::spawn({
-            let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
-            move || {
-                while !stop.load(Ordering::Relaxed) {
-                    peak.fetch_max(resident_bytes(pid), Ordering::Relaxed);
-                    thread::sleep(Duration::from_millis(10));
-                }
-            }
-        });
-        Self {
-            peak,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn peak(&self) -> u64 {
-        self.peak.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for RssSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 fn refused_requests(opscope: &Opscope, ports: &Ports, transport: &str, reason: &str) -> f64 {

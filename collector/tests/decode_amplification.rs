@@ -10,7 +10,7 @@ use std::io::Write;
 use std::thread;
 use std::time::Duration;
 
-use common::{Opscope, OtlpSink, Ports, http_post, report_fault};
+use common::{Opscope, OtlpSink, Ports, RssSampler, http_post, report_fault, resident_bytes};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -67,17 +67,6 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     encoder.finish().expect("gzip")
 }
 
-fn resident_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse::<u64>().ok())
-        .expect("a VmRSS line")
-        * 1024
-}
-
 /// Posts the gzipped amplification request to `/v1/traces` from four clients at
 /// once, twice each; returns the answers' statuses and texts.
 fn post_concurrently(ports: &Ports, body: &[u8]) -> Vec<(u16, String)> {
@@ -119,20 +108,10 @@ fn many_empty_spans_are_refused_before_decoding_and_memory_stays_low() {
     let compressed = gzip(&body);
     assert!(compressed.len() < 8 * 1024, "{} bytes", compressed.len());
 
-    let watching = std::sync::atomic::AtomicBool::new(true);
-    let (answers, peak) = thread::scope(|scope| {
-        let watcher = scope.spawn(|| {
-            let mut peak = 0;
-            while watching.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(resident_bytes(opscope.pid()));
-                thread::sleep(Duration::from_millis(10));
-            }
-            peak
-        });
-        let answers = post_concurrently(&ports, &compressed);
-        watching.store(false, std::sync::atomic::Ordering::Relaxed);
-        (answers, watcher.join().expect("watcher"))
-    });
+    let sampler = RssSampler::start(opscope.pid());
+    let answers = post_concurrently(&ports, &compressed);
+    let peak = sampler.peak();
+    drop(sampler);
     for (status, text) in &answers {
         assert_eq!(*status, 413, "{text}");
         assert!(

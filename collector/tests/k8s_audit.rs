@@ -406,17 +406,6 @@ fn bad_batches_are_refused_with_a_reason_and_counted() {
     assert_eq!(sink.log_record_count(), 0);
 }
 
-fn resident_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse::<u64>().ok())
-        .expect("a VmRSS line")
-        * 1024
-}
-
 #[test]
 fn a_batch_of_millions_of_empty_events_is_refused_before_they_are_read() {
     const MIB: u64 = 1024 * 1024;
@@ -449,7 +438,7 @@ fn a_batch_of_millions_of_empty_events_is_refused_before_they_are_read() {
         refused.text(),
         "the batch holds more than max_events_per_request 10000 events"
     );
-    let resident = resident_bytes(agent.opscope.pid());
+    let resident = common::resident_bytes(agent.opscope.pid());
     assert!(resident < 128 * MIB, "{} MiB", resident / MIB);
     common::report_fault(
         "audit_amplification",

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Behaviour, Opscope, OtlpSink, Ports, http_post, wait_until};
+use common::{Behaviour, Opscope, OtlpSink, Ports, http_post, resident_bytes, wait_until};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -76,17 +76,6 @@ fn spans_of(request: usize, count: usize) -> ExportTraceServiceRequest {
             ..Default::default()
         }],
     }
-}
-
-fn resident_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .expect("a VmRSS line");
-    kib * 1024
 }
 
 /// What a load run saw.

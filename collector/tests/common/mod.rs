@@ -3,6 +3,7 @@
 
 mod agent;
 mod http;
+mod resident;
 mod sink;
 
 // Not every test binary uses every item.
@@ -10,6 +11,8 @@ mod sink;
 pub use agent::{Opscope, sum_samples};
 #[allow(unused_imports)]
 pub use http::{HttpResponse, http_get, http_post};
+#[allow(unused_imports)]
+pub use resident::{RssSampler, resident_bytes};
 #[allow(unused_imports)]
 pub use sink::{Behaviour, OtlpSink, Received};
 
