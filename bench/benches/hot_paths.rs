@@ -1,15 +1,18 @@
 //! Hot paths of the pipeline: OTLP decode and encode of operator-shaped requests
-//! (traces, logs, metrics), the tagger per span, and the batch processor's merge and
-//! split.
+//! (traces, logs, metrics), the census a receiver reads off a request's bytes before
+//! decoding it and the decoded size the memory account counts, the tagger per span,
+//! and the batch processor's merge and split.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use opscope::receivers::decode_budget::{Census, WireFormat};
 use opscope_bench::{reconcile_traces, workload_payloads};
 use opscope_processors::Processor;
 use opscope_processors::batch::{BatchConfig, BatchProcessor};
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
+use opscope_processors::{Telemetry, TelemetryKind};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
@@ -42,6 +45,23 @@ fn otlp_codec(c: &mut Criterion) {
                 remaining,
             })
         })
+    });
+    // What the receivers add before decoding, and what the memory account measures
+    // a request by (its decoded size) against what it measured before (encoded).
+    group.bench_function("census", |b| {
+        b.iter(|| {
+            Census::of(
+                TelemetryKind::Traces,
+                WireFormat::Protobuf,
+                black_box(bytes.as_slice()),
+            )
+        })
+    });
+    group.bench_function("memory_size", |b| {
+        b.iter(|| black_box(&request).memory_size())
+    });
+    group.bench_function("encoded_len", |b| {
+        b.iter(|| black_box(&request).encoded_len())
     });
     group.bench_function("encode", |b| b.iter(|| black_box(&request).encode_to_vec()));
     group.bench_function("encode_once", |b| {
