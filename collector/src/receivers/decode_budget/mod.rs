@@ -129,10 +129,9 @@ pub enum Refused {
     Memory { refusal: Refusal, items: usize },
 }
 
-/// A request let through to decoding: its census, and the memory its decoding
-/// takes, counted until the pipelines hold the decoded request.
+/// A request let through to decoding: the memory its decoding takes, counted until
+/// the pipelines hold the decoded request.
 pub struct Admission {
-    pub census: Census,
     pub hold: Option<MemoryHold>,
 }
 
@@ -152,7 +151,7 @@ pub fn admit<T: opscope_processors::Telemetry>(
     let hold = consumer
         .reserve(census.decoded_bytes)
         .map_err(|refusal| Refused::Memory { refusal, items })?;
-    Ok(Admission { census, hold })
+    Ok(Admission { hold })
 }
 
 #[cfg(test)]
