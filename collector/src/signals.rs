@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opscope_exporters::{QueueSender, SendingQueue, SignalBatch};
 use opscope_processors::correlator::processor::SignalSink;
@@ -24,6 +24,9 @@ const SIGNAL_QUEUE: usize = 1024;
 
 /// How often the correlators' event time follows the wall clock when idle.
 const TICK: Duration = Duration::from_secs(1);
+
+/// Least time between two warnings about events dropped as late.
+const LATE_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 
 pub struct SignalOutput {
     consumer: Option<JoinHandle<()>>,
@@ -138,6 +141,29 @@ async fn consume(
     }
 }
 
+/// When to warn about late events: at the first drop, then at most once a
+/// [`LATE_WARNING_INTERVAL`], with the events dropped since the last warning.
+#[derive(Debug, Default)]
+struct LateWarning {
+    warned_total: u64,
+    warned_at: Option<Instant>,
+}
+
+impl LateWarning {
+    fn due(&mut self, total: u64, now: Instant) -> Option<u64> {
+        let since = total.saturating_sub(self.warned_total);
+        let quiet = self
+            .warned_at
+            .is_none_or(|at| now.duration_since(at) >= LATE_WARNING_INTERVAL);
+        if since == 0 || !quiet {
+            return None;
+        }
+        self.warned_total = total;
+        self.warned_at = Some(now);
+        Some(since)
+    }
+}
+
 /// Brings a counter up to a total the correlator keeps.
 fn catch_up(counter: &Counter, total: u64) {
     counter.inc_by(total.saturating_sub(counter.get()));
@@ -149,6 +175,7 @@ async fn tick(
     stop: CancellationToken,
 ) {
     let mut interval = tokio::time::interval(TICK);
+    let mut late_warnings: BTreeMap<&str, LateWarning> = BTreeMap::new();
     loop {
         tokio::select! {
             _ = interval.tick() => {}
@@ -173,10 +200,35 @@ async fn tick(
                 &telemetry.correlator_late_events.get_or_create(&labels),
                 stats.late_events_dropped,
             );
+            let warning = late_warnings.entry(id).or_default();
+            if let Some(dropped) = warning.due(stats.late_events_dropped, Instant::now()) {
+                tracing::warn!(
+                    processor = %id,
+                    dropped,
+                    "events older than the correlator's lateness were dropped; raise `lateness` if the senders deliver late, or read captured files with `opscope analyze`, which takes them in any order"
+                );
+            }
             catch_up(
                 &telemetry.correlator_future_events.get_or_create(&labels),
                 stats.future_events_dropped,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_events_are_warned_about_at_most_once_a_minute_with_the_count_since() {
+        let start = Instant::now();
+        let mut warning = LateWarning::default();
+        assert_eq!(warning.due(0, start), None);
+        assert_eq!(warning.due(3, start), Some(3));
+        assert_eq!(warning.due(10, start + Duration::from_secs(30)), None);
+        assert_eq!(warning.due(12, start + Duration::from_secs(60)), Some(9));
+        assert_eq!(warning.due(12, start + Duration::from_secs(200)), None);
+        assert_eq!(warning.due(13, start + Duration::from_secs(201)), Some(1));
     }
 }

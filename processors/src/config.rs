@@ -40,6 +40,14 @@ pub fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, 
     }
 }
 
+/// As [`duration`], for a setting whose default depends on other settings: absent is
+/// `None`.
+pub fn optional_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    duration(deserializer).map(Some)
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text == "0" {

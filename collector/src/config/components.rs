@@ -122,29 +122,15 @@ impl ReceiverConfig {
     pub const TYPES: &'static [&'static str] =
         &["otlp", "filelog", "k8s_audit", "prometheus_scrape"];
 
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
         match kind {
-            "otlp" => {
-                let config: OtlpReceiverConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Otlp(config))
-            }
-            "filelog" => {
-                let config: FilelogConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Filelog(config))
-            }
-            "k8s_audit" => {
-                let config: K8sAuditConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::K8sAudit(config))
-            }
+            "otlp" => read(value, path, OtlpReceiverConfig::validate).map(Self::Otlp),
+            "filelog" => read(value, path, FilelogConfig::validate).map(Self::Filelog),
+            "k8s_audit" => read(value, path, K8sAuditConfig::validate).map(Self::K8sAudit),
             "prometheus_scrape" => {
-                let config: PrometheusScrapeConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::PrometheusScrape(config))
+                read(value, path, PrometheusScrapeConfig::validate).map(Self::PrometheusScrape)
             }
-            _ => Err(unknown("receiver", kind, Self::TYPES, path)),
+            _ => Err(vec![unknown("receiver", kind, Self::TYPES, path)]),
         }
     }
 }
@@ -158,34 +144,18 @@ impl ProcessorConfig {
         "memory_limiter",
     ];
 
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
         match kind {
-            "batch" => {
-                let config: BatchConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Batch(config))
-            }
-            "resource" => {
-                let config: ResourceConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Resource(config))
-            }
+            "batch" => read(value, path, BatchConfig::validate).map(Self::Batch),
+            "resource" => read(value, path, ResourceConfig::validate).map(Self::Resource),
             "operator_tagger" => {
-                let config: TaggerConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::OperatorTagger(config))
+                read(value, path, TaggerConfig::validate).map(Self::OperatorTagger)
             }
-            "correlator" => {
-                let config: CorrelatorConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Correlator(config))
-            }
+            "correlator" => read(value, path, CorrelatorConfig::validate).map(Self::Correlator),
             "memory_limiter" => {
-                let config: MemoryLimiterConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::MemoryLimiter(config))
+                read(value, path, MemoryLimiterConfig::validate).map(Self::MemoryLimiter)
             }
-            _ => Err(unknown("processor", kind, Self::TYPES, path)),
+            _ => Err(vec![unknown("processor", kind, Self::TYPES, path)]),
         }
     }
 }
@@ -201,43 +171,32 @@ impl ExporterConfig {
         "prometheusremotewrite",
     ];
 
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
         match kind {
             "otlp" | "otlphttp" => {
-                let config: OtlpExporterConfig = settings(value, path)?;
                 let protocol = if kind == "otlp" {
                     OtlpProtocol::Grpc
                 } else {
                     OtlpProtocol::Http
                 };
-                checked(config.validate(protocol), path)?;
+                let config = read(value, path, |config: &OtlpExporterConfig| {
+                    config.validate(protocol)
+                })?;
                 Ok(match protocol {
                     OtlpProtocol::Grpc => Self::Otlp(config),
                     OtlpProtocol::Http => Self::OtlpHttp(config),
                 })
             }
-            "debug" => Ok(Self::Debug(settings(value, path)?)),
-            "loki" => {
-                let config: LokiConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Loki(config))
-            }
-            "prometheus" => {
-                let config: PrometheusConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Prometheus(config))
-            }
+            "debug" => read(value, path, |_: &DebugConfig| Ok(())).map(Self::Debug),
+            "loki" => read(value, path, LokiConfig::validate).map(Self::Loki),
+            "prometheus" => read(value, path, PrometheusConfig::validate).map(Self::Prometheus),
             "prometheusremotewrite" => {
-                let config: RemoteWriteConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::RemoteWrite(config))
+                read(value, path, RemoteWriteConfig::validate).map(Self::RemoteWrite)
             }
             "alertmanager" => {
-                let config: AlertmanagerConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::Alertmanager(config))
+                read(value, path, AlertmanagerConfig::validate).map(Self::Alertmanager)
             }
-            _ => Err(unknown("exporter", kind, Self::TYPES, path)),
+            _ => Err(vec![unknown("exporter", kind, Self::TYPES, path)]),
         }
     }
 }
@@ -245,38 +204,101 @@ impl ExporterConfig {
 impl ExtensionConfig {
     pub const TYPES: &'static [&'static str] = &["health_check"];
 
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, ConfigError> {
+    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
         match kind {
-            "health_check" => {
-                let config: HealthCheckConfig = settings(value, path)?;
-                checked(config.validate(), path)?;
-                Ok(Self::HealthCheck(config))
-            }
-            _ => Err(unknown("extension", kind, Self::TYPES, path)),
+            "health_check" => read(value, path, HealthCheckConfig::validate).map(Self::HealthCheck),
+            _ => Err(vec![unknown("extension", kind, Self::TYPES, path)]),
         }
     }
 }
 
-/// Reads a component's settings; an empty section (`debug:`) means all defaults.
-fn settings<C: DeserializeOwned>(value: Value, path: &str) -> Result<C, ConfigError> {
-    let value = if value.is_null() {
+/// Most problems reported for one component: each costs a new pass over its settings.
+const MAX_ERRORS_PER_COMPONENT: usize = 32;
+
+/// Reads a component's settings and validates them, reporting every problem rather
+/// than the first: a setting found wrong (an unknown key, a wrong type, a value its
+/// validation refuses) is reported, taken out so the setting falls back to its
+/// default, and the settings read again. An empty section (`debug:`) means all
+/// defaults.
+pub(super) fn read<C: DeserializeOwned>(
+    value: Value,
+    path: &str,
+    validate: impl Fn(&C) -> Result<(), FieldError>,
+) -> Result<C, Vec<ConfigError>> {
+    let mut value = if value.is_null() {
         Value::Object(Default::default())
     } else {
         value
     };
-    serde_path_to_error::deserialize(value).map_err(|err| {
-        let inner = err.path().to_string();
-        let at = if inner == "." {
+    let mut errors: Vec<ConfigError> = Vec::new();
+    let mut removed: Vec<String> = Vec::new();
+    while errors.len() < MAX_ERRORS_PER_COMPONENT {
+        let (field, message) = match serde_path_to_error::deserialize::<_, C>(value.clone()) {
+            Ok(config) => match validate(&config) {
+                Ok(()) if errors.is_empty() => return Ok(config),
+                Ok(()) => break,
+                Err(error) => (error.field, error.message),
+            },
+            Err(error) => (serde_field(error.path()), error.into_inner().to_string()),
+        };
+        // A required setting taken out for an earlier problem is now missing: that
+        // was already said.
+        if removed
+            .iter()
+            .any(|key| message == format!("missing field `{}`", last_key(key)))
+        {
+            break;
+        }
+        let at = if field.is_empty() {
             path.to_string()
         } else {
-            format!("{path}.{inner}")
+            format!("{path}.{field}")
         };
-        ConfigError::new(at, err.into_inner().to_string())
-    })
+        if errors.iter().any(|known| known.path == at) {
+            break;
+        }
+        errors.push(ConfigError::new(at, message));
+        if !remove_setting(&mut value, &field) {
+            break;
+        }
+        removed.push(field);
+    }
+    Err(errors)
 }
 
-fn checked(result: Result<(), FieldError>, path: &str) -> Result<(), ConfigError> {
-    result.map_err(|e| ConfigError::new(format!("{path}.{}", e.field), e.message))
+/// The dotted path (`tls.ca_file`, `targets[1]`) of a deserialization error; empty
+/// for the component itself.
+fn serde_field(path: &serde_path_to_error::Path) -> String {
+    let text = path.to_string();
+    if text == "." { String::new() } else { text }
+}
+
+fn last_key(field: &str) -> &str {
+    field.rsplit('.').next().unwrap_or(field)
+}
+
+/// Takes the setting at a dotted path out of the settings; false when there is no
+/// such mapping key (or the path names a list element, whose removal would shift the
+/// paths of the problems after it).
+fn remove_setting(value: &mut Value, field: &str) -> bool {
+    let mut keys = field.split('.').peekable();
+    let mut current = value;
+    while let Some(key) = keys.next() {
+        if key.is_empty() || key.contains('[') {
+            return false;
+        }
+        let Value::Object(map) = current else {
+            return false;
+        };
+        if keys.peek().is_none() {
+            return map.remove(key).is_some();
+        }
+        match map.get_mut(key) {
+            Some(next) => current = next,
+            None => return false,
+        }
+    }
+    false
 }
 
 fn unknown(what: &str, kind: &str, known: &[&str], path: &str) -> ConfigError {

@@ -201,13 +201,8 @@ impl Config {
             errors.push(ConfigError::new("service", "is required"));
             None
         } else {
-            serde_path_to_error::deserialize(service)
-                .map_err(|err| {
-                    errors.push(ConfigError::new(
-                        format!("service.{}", err.path()),
-                        err.into_inner().to_string(),
-                    ))
-                })
+            components::read(service, "service", |_: &ServiceConfig| Ok(()))
+                .map_err(|problems| errors.extend(problems))
                 .ok()
         };
         let Some(service) = service else {
@@ -492,7 +487,7 @@ fn read_section<C>(
     section: Value,
     name: &str,
     invalid: &mut BTreeSet<String>,
-    parse: fn(&str, Value, &str) -> Result<C, ConfigError>,
+    parse: fn(&str, Value, &str) -> Result<C, Vec<ConfigError>>,
     errors: &mut Vec<ConfigError>,
 ) -> BTreeMap<String, C> {
     let mut components = BTreeMap::new();
@@ -517,8 +512,8 @@ fn read_section<C>(
             Ok(component) => {
                 components.insert(id, component);
             }
-            Err(error) => {
-                errors.push(error);
+            Err(problems) => {
+                errors.extend(problems);
                 invalid.insert(path);
             }
         }

@@ -321,6 +321,39 @@ fn every_problem_is_reported_not_only_the_first() {
 }
 
 #[test]
+fn every_problem_of_one_component_is_reported() {
+    let yaml = BASE.replace(
+        "    endpoint: jaeger:4317\n    tls: { insecure: true }\n",
+        "    endpoint: htp://x\n    tls: { insecure: true }\n    compresion: gzip\n    timeout: soon\n    sending_queue: { queue_sizee: 1 }\n",
+    );
+    let errors = errors_of(&yaml);
+    let at = |path: &str| errors.iter().filter(|e| e.starts_with(path)).count();
+    assert_eq!(
+        at("exporters.otlp/jaeger.compresion: unknown field"),
+        1,
+        "{errors:?}"
+    );
+    assert_eq!(
+        at("exporters.otlp/jaeger.timeout: invalid duration"),
+        1,
+        "{errors:?}"
+    );
+    assert_eq!(
+        at("exporters.otlp/jaeger.sending_queue.queue_sizee: unknown field"),
+        1,
+        "{errors:?}"
+    );
+    assert_eq!(at("exporters.otlp/jaeger.endpoint:"), 1, "{errors:?}");
+    assert_eq!(errors.len(), 4, "{errors:?}");
+    // A required setting that is wrong is said once, not again as missing.
+    let yaml = BASE.replace(
+        "receivers: [otlp]",
+        "receivers: [otlp]\n      procesors: []",
+    );
+    assert_eq!(errors_of(&yaml).len(), 1, "{:?}", errors_of(&yaml));
+}
+
+#[test]
 fn yaml_syntax_errors_are_reported() {
     let errors = errors_of("receivers: [unclosed\n");
     assert_eq!(errors.len(), 1);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use opscope_exporters::tls::TlsClientConfig;
-use opscope_processors::config::{FieldError, duration};
+use opscope_processors::config::{FieldError, duration, optional_duration};
 use serde::Deserialize;
 
 use super::targets::check_target;
@@ -44,9 +44,10 @@ pub struct PrometheusScrapeConfig {
     pub scheme: Scheme,
     #[serde(deserialize_with = "duration")]
     pub interval: Duration,
-    /// How long one scrape may take; at most `interval`.
-    #[serde(deserialize_with = "duration")]
-    pub timeout: Duration,
+    /// How long one scrape may take; at most `interval`. Unset, it is the smaller
+    /// of 10 s and the interval, as in Prometheus (see [`Self::scrape_timeout`]).
+    #[serde(deserialize_with = "optional_duration")]
+    pub timeout: Option<Duration>,
     pub bearer_token: Option<String>,
     /// Read at every scrape, so a rotated service-account token is picked up.
     pub bearer_token_file: Option<PathBuf>,
@@ -69,7 +70,7 @@ impl Default for PrometheusScrapeConfig {
             metrics_path: "/metrics".into(),
             scheme: Scheme::Http,
             interval: Duration::from_secs(30),
-            timeout: Duration::from_secs(10),
+            timeout: None,
             bearer_token: None,
             bearer_token_file: None,
             tls: TlsClientConfig::default(),
@@ -80,7 +81,16 @@ impl Default for PrometheusScrapeConfig {
     }
 }
 
+/// Prometheus' `scrape_timeout` default.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl PrometheusScrapeConfig {
+    /// The timeout of one scrape: the one set, or the smaller of 10 s and the interval.
+    pub fn scrape_timeout(&self) -> Duration {
+        self.timeout
+            .unwrap_or_else(|| DEFAULT_TIMEOUT.min(self.interval))
+    }
+
     pub fn validate(&self) -> Result<(), FieldError> {
         self.validate_targets()?;
         if !self.metrics_path.starts_with('/') {
@@ -89,7 +99,8 @@ impl PrometheusScrapeConfig {
         if self.interval.is_zero() {
             return Err(FieldError::new("interval", "must be greater than zero"));
         }
-        if self.timeout.is_zero() || self.timeout > self.interval {
+        let timeout = self.scrape_timeout();
+        if timeout.is_zero() || timeout > self.interval {
             return Err(FieldError::new(
                 "timeout",
                 "must be greater than zero and at most the interval",
@@ -159,7 +170,7 @@ mod tests {
         assert_eq!(config.metrics_path, "/metrics");
         assert_eq!(config.scheme, Scheme::Http);
         assert_eq!(config.interval, Duration::from_secs(30));
-        assert_eq!(config.timeout, Duration::from_secs(10));
+        assert_eq!(config.scrape_timeout(), Duration::from_secs(10));
         assert_eq!(config.max_page_size, 10 * MIB);
         assert_eq!(config.validate(), Ok(()));
         let config = parse(
@@ -167,6 +178,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.validate(), Ok(()));
+    }
+
+    #[test]
+    fn an_unset_timeout_is_the_smaller_of_ten_seconds_and_the_interval() {
+        let config = parse(r#"{"targets":["a:1"],"interval":"1s"}"#).unwrap();
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(config.scrape_timeout(), Duration::from_secs(1));
+        let config = parse(r#"{"targets":["a:1"],"interval":"1m"}"#).unwrap();
+        assert_eq!(config.scrape_timeout(), Duration::from_secs(10));
+        let config = parse(r#"{"targets":["a:1"],"interval":"1m","timeout":"20s"}"#).unwrap();
+        assert_eq!(config.scrape_timeout(), Duration::from_secs(20));
+        let config = parse(r#"{"targets":["a:1"],"interval":"1s","timeout":"2s"}"#).unwrap();
+        assert_eq!(config.validate().unwrap_err().field, "timeout");
     }
 
     #[test]

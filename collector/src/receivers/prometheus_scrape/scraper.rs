@@ -63,7 +63,7 @@ impl ScrapeSettings {
         config: &PrometheusScrapeConfig,
         context: &ReceiverContext,
     ) -> Result<Self, FieldError> {
-        let timeout_seconds = format!("{:.3}", config.timeout.as_secs_f64());
+        let timeout_seconds = format!("{:.3}", config.scrape_timeout().as_secs_f64());
         let headers = BTreeMap::from([
             ("Accept".to_string(), ACCEPT.to_string()),
             (
@@ -77,7 +77,7 @@ impl ScrapeSettings {
             (None, None) => None,
         };
         Ok(Self {
-            client: build_client(&config.tls, &headers, config.timeout)?,
+            client: build_client(&config.tls, &headers, config.scrape_timeout())?,
             scheme: config.scheme,
             metrics_path: config.metrics_path.clone(),
             bearer_token,

@@ -53,10 +53,11 @@ impl<'a> FieldValue<'a> {
         let FieldValue::Object(entries) = self else {
             return None;
         };
+        // Go structs printed as JSON keep their field names: `{"Namespace":..,"Name":..}`.
         let string_of = |wanted: &str| {
             entries
                 .iter()
-                .find(|(key, _)| *key == wanted)
+                .find(|(key, _)| key.eq_ignore_ascii_case(wanted))
                 .and_then(|(_, value)| value.as_str())
         };
         Some((string_of("namespace"), string_of("name")?))
@@ -78,13 +79,12 @@ pub fn json_fields<'a>(
         .filter_map(|(key, value)| Some((key, FieldValue::from_json(value)?)))
 }
 
-/// `namespace/name`, or just `name` for a cluster-scoped object.
+/// `namespace/name`, or `name` or `/name` for a cluster-scoped object.
 pub fn split_namespaced(path: &str) -> Option<(Option<&str>, &str)> {
     match path.split_once('/') {
-        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
-            Some((Some(namespace), name))
-        }
-        Some(_) => None,
+        Some((_, name)) if name.is_empty() || name.contains('/') => None,
+        Some(("", name)) => Some((None, name)),
+        Some((namespace, name)) => Some((Some(namespace), name)),
         None if path.is_empty() => None,
         None => Some((None, path)),
     }
@@ -134,6 +134,13 @@ enum Rule {
     Request,
     /// kube-rs `object.ref`: `Kind.version.group/name.namespace`.
     KubeObjectRef,
+    /// A Go `GroupVersionKind` printed: `apps/v1, Kind=Deployment`, or `gvk` as
+    /// Crossplane writes it.
+    GroupVersionKind,
+    /// `apiVersion`: `group/version`, or `version` for the core group.
+    ApiVersion,
+    /// A key that names an object of one Kind: Argo CD's `application`.
+    KindNamed(&'static str, &'static str),
 }
 
 /// Ranks of the sources of an object's namespace and name, most specific first.
@@ -143,6 +150,8 @@ const RANK_NAME_KEYS: u8 = 2;
 const RANK_OBJECT_KEY: u8 = 3;
 const RANK_REQUEST_KEY: u8 = 4;
 const RANK_KUBE_OBJECT_REF: u8 = 5;
+/// Rank of plain `kind`, `resource_kind` and `gvk`: below the controller's own.
+const RANK_PLAIN_KIND: u8 = 4;
 /// Rank of a Kind taken from the key of an object-valued field (`"RayJob": {..}`).
 const RANK_KIND_FROM_KEY: u8 = 3;
 
@@ -168,6 +177,12 @@ fn rule_for(key: &str) -> Option<Rule> {
         "reconciler kind" | "reconcilerKind" => states(Fact::Kind, 2),
         semconv::OBJECT_NAMESPACE => states(Fact::Namespace, RANK_OWN_ATTRIBUTE),
         "namespace" => states(Fact::Namespace, RANK_NAME_KEYS),
+        // Crossplane's and cert-manager's names of the reconciled object.
+        "resourceNamespace" | "resource_namespace" => states(Fact::Namespace, RANK_NAME_KEYS),
+        "resourceName" | "resource_name" => states(Fact::Name, RANK_NAME_KEYS),
+        "kind" | "resource_kind" | "resourceKind" => states(Fact::Kind, RANK_PLAIN_KIND),
+        "gvk" => Some(Rule::GroupVersionKind),
+        "apiVersion" | "api_version" => Some(Rule::ApiVersion),
         semconv::OBJECT_NAME => states(Fact::Name, RANK_OWN_ATTRIBUTE),
         "name" => states(Fact::Name, RANK_NAME_KEYS),
         semconv::RECONCILE_ERROR => states(Fact::Error, 0),
@@ -176,7 +191,9 @@ fn rule_for(key: &str) -> Option<Rule> {
         semconv::RECONCILE_RESULT => states(Fact::Result, 0),
         semconv::RECONCILE_REQUEUE_AFTER => states(Fact::RequeueAfterSeconds, 0),
         "object" => Some(Rule::Object),
-        "request" => Some(Rule::Request),
+        // controller-runtime's old `request`, klog's `key`, Knative's `knative.dev/key`.
+        "request" | "key" | "knative.dev/key" => Some(Rule::Request),
+        "application" => Some(Rule::KindNamed("argoproj.io", "Application")),
         "object.ref" => Some(Rule::KubeObjectRef),
         _ => None,
     }
@@ -197,6 +214,17 @@ impl<'a> Found<'a> {
             Some(Rule::Object) => self.note_object(RANK_OBJECT_KEY, &value),
             Some(Rule::Request) => self.note_object(RANK_REQUEST_KEY, &value),
             Some(Rule::KubeObjectRef) => self.note_kube_object_ref(&value),
+            Some(Rule::GroupVersionKind) => self.note_group_version_kind(&value),
+            Some(Rule::ApiVersion) => {
+                if let Some((group, _version)) = value.as_str().and_then(|v| v.split_once('/')) {
+                    self.push_str(Fact::Group, RANK_PLAIN_KIND, group);
+                }
+            }
+            Some(Rule::KindNamed(group, kind)) => {
+                self.push_str(Fact::Group, RANK_PLAIN_KIND, group);
+                self.push_str(Fact::Kind, RANK_PLAIN_KIND, kind);
+                self.note_object(RANK_REQUEST_KEY, &value);
+            }
             None if matches!(value, FieldValue::Object(_) | FieldValue::Str(_)) => {
                 self.kind_keyed.push((key, value));
             }
@@ -226,6 +254,16 @@ impl<'a> Found<'a> {
             self.push_str(Fact::Group, RANK_KUBE_OBJECT_REF, object.group);
         }
         self.note_namespaced(RANK_KUBE_OBJECT_REF, object.namespace, object.name);
+    }
+
+    fn note_group_version_kind(&mut self, value: &FieldValue<'a>) {
+        let Some((group, kind)) = value.as_str().and_then(parse_group_version_kind) else {
+            return;
+        };
+        if !group.is_empty() {
+            self.push_str(Fact::Group, RANK_PLAIN_KIND, group);
+        }
+        self.push_str(Fact::Kind, RANK_PLAIN_KIND, kind);
     }
 
     fn push_str(&mut self, fact: Fact, rank: u8, text: &'a str) {
@@ -309,6 +347,22 @@ fn fill<T>(slot: &mut Option<T>, value: impl FnOnce() -> Option<T>) {
     }
 }
 
+/// The group and Kind of `group/version, Kind=Kind` (Go's `GroupVersionKind`
+/// printed), `/v1, Kind=Pod` (the core group) or `Kind.version.group`.
+pub fn parse_group_version_kind(text: &str) -> Option<(&str, &str)> {
+    if let Some((group_version, kind)) = text.split_once(", Kind=") {
+        let group = group_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group);
+        return (!kind.is_empty()).then_some((group, kind));
+    }
+    let (kind, version_group) = text.split_once('.')?;
+    let group = version_group.split_once('.').map_or("", |(_, group)| group);
+    let is_kind = kind.starts_with(|c: char| c.is_ascii_uppercase())
+        && kind.bytes().all(|b| b.is_ascii_alphanumeric());
+    is_kind.then_some((group, kind))
+}
+
 /// A timestamp field: RFC 3339 or epoch seconds, as a string or a number.
 fn time_of(value: &FieldValue<'_>) -> Option<u64> {
     match value {
@@ -381,6 +435,58 @@ mod tests {
         assert_eq!(cluster.name.as_deref(), Some("admin-binding"));
         let broken = facts_of(vec![("request", FieldValue::Str("/"))]);
         assert_eq!(broken.name, None);
+        let slashed = facts_of(vec![("knative.dev/key", FieldValue::Str("/cluster-wide"))]);
+        assert_eq!(slashed.namespace, None);
+        assert_eq!(slashed.name.as_deref(), Some("cluster-wide"));
+        let structured = facts_of(vec![(
+            "request",
+            FieldValue::Object(vec![
+                ("Namespace", FieldValue::Str("ml")),
+                ("Name", FieldValue::Str("train")),
+            ]),
+        )]);
+        assert_eq!(structured.namespace.as_deref(), Some("ml"));
+        assert_eq!(structured.name.as_deref(), Some("train"));
+    }
+
+    #[test]
+    fn objects_named_by_resource_keys_and_group_version_kinds() {
+        let crossplane = facts_of(vec![
+            ("resourceName", FieldValue::Str("db-1")),
+            ("resourceNamespace", FieldValue::Str("prod")),
+            (
+                "gvk",
+                FieldValue::Str("rds.aws.upbound.io/v1beta1, Kind=Instance"),
+            ),
+        ]);
+        assert_eq!(crossplane.kind.as_deref(), Some("Instance"));
+        assert_eq!(crossplane.group.as_deref(), Some("rds.aws.upbound.io"));
+        assert_eq!(crossplane.namespace.as_deref(), Some("prod"));
+        assert_eq!(crossplane.name.as_deref(), Some("db-1"));
+        let cert_manager = facts_of(vec![
+            ("resource_kind", FieldValue::Str("Certificate")),
+            ("resource_name", FieldValue::Str("web-tls")),
+            ("resource_namespace", FieldValue::Str("default")),
+        ]);
+        assert_eq!(cert_manager.kind.as_deref(), Some("Certificate"));
+        assert_eq!(cert_manager.name.as_deref(), Some("web-tls"));
+        let plain = facts_of(vec![
+            ("kind", FieldValue::Str("Deployment")),
+            ("apiVersion", FieldValue::Str("apps/v1")),
+            ("name", FieldValue::Str("web")),
+            ("controllerKind", FieldValue::Str("Memcached")),
+        ]);
+        assert_eq!(plain.kind.as_deref(), Some("Memcached"));
+        assert_eq!(plain.group.as_deref(), Some("apps"));
+        let argo = facts_of(vec![("application", FieldValue::Str("argocd/guestbook"))]);
+        assert_eq!(argo.kind.as_deref(), Some("Application"));
+        assert_eq!(argo.namespace.as_deref(), Some("argocd"));
+        assert_eq!(parse_group_version_kind("/v1, Kind=Pod"), Some(("", "Pod")));
+        assert_eq!(
+            parse_group_version_kind("Deployment.v1.apps"),
+            Some(("apps", "Deployment"))
+        );
+        assert_eq!(parse_group_version_kind("not a gvk"), None);
     }
 
     #[test]

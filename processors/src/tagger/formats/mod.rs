@@ -15,6 +15,7 @@ mod kv;
 mod level;
 mod logfmt;
 mod outcome;
+mod tooling_prefix;
 
 pub use crate::timestamp::{parse_rfc3339, parse_timestamp};
 pub use continuation::is_continuation;
@@ -88,9 +89,34 @@ impl LogFacts {
 /// known format is `Plain`, its trimmed text the message. Never fails.
 pub fn recognize_line(line: &str) -> LogFacts {
     let without_colours = ansi::strip_ansi(line);
-    let mut facts = recognize_trimmed(without_colours.trim());
+    let text = tooling_prefix::strip_borders(&without_colours);
+    let mut facts = recognize_copied(text, tooling_prefix::MAX_PREFIXES);
     facts.infer_outcome();
     facts
+}
+
+/// Reads a line that may carry prefixes of log tooling (`kubectl logs --timestamps`,
+/// stern, log store exports): the line as it is first, then without each prefix in
+/// turn. A plain line keeps the time of a timestamp prefix.
+fn recognize_copied(line: &str, prefixes_left: usize) -> LogFacts {
+    let facts = recognize_trimmed(line);
+    if facts.format != LogFormat::Plain || prefixes_left == 0 {
+        return facts;
+    }
+    let mut timed_plain = None;
+    for stripped in tooling_prefix::candidates(line) {
+        let mut inner = recognize_copied(stripped.rest, prefixes_left - 1);
+        if inner.time_unix_nano.is_none() {
+            inner.time_unix_nano = stripped.time;
+        }
+        if inner.format != LogFormat::Plain {
+            return inner;
+        }
+        if timed_plain.is_none() && stripped.time.is_some() {
+            timed_plain = Some(inner);
+        }
+    }
+    timed_plain.unwrap_or(facts)
 }
 
 fn recognize_trimmed(line: &str) -> LogFacts {
@@ -145,12 +171,42 @@ mod tests {
     #[test]
     fn unrecognised_lines_are_plain_with_the_trimmed_line_as_message() {
         for text in PLAIN.lines() {
+            // A plain line after a timestamp (as `kubectl logs --timestamps` writes
+            // it) keeps the time, and the message is what follows it.
+            let (time, message) = match text.split_once(['\t', ' ']) {
+                Some((column, rest)) if parse_timestamp(column).is_some() => {
+                    (parse_timestamp(column), rest.trim())
+                }
+                _ => (None, text.trim()),
+            };
             let expected = LogFacts {
-                message: text.trim().to_string(),
+                time_unix_nano: time,
+                message: message.to_string(),
                 ..LogFacts::default()
             };
             assert_eq!(recognize_line(text), expected, "{text}");
         }
+    }
+
+    #[test]
+    fn lines_copied_with_tooling_prefixes_are_read_as_the_line_itself() {
+        let json = r#"{"level":"info","ts":"2024-05-01T12:00:00Z","msg":"Reconciling","controller":"rayjob","namespace":"ml","name":"train"}"#;
+        let direct = recognize_line(json);
+        for copied in [
+            format!("2024-05-01T12:00:00.123456789Z {json}"),
+            format!("kuberay-operator-5f9d-x2 manager {json}"),
+            format!("[pod/kuberay-operator-5f9d-x2/manager] {json}"),
+            format!("1714564800123\t2024-05-01T12:00:00.123Z\t{json}"),
+            format!("│ {json} │"),
+            format!("op-1 manager 2024-05-01T12:00:00.123456789Z {json}"),
+        ] {
+            assert_eq!(recognize_line(&copied), direct, "{copied}");
+        }
+        let klog =
+            "I0501 12:00:00.000000       1 controller.go:42] \"Reconciling\" key=\"ml/train\"";
+        let prefixed = recognize_line(&format!("2024-05-01T12:00:00.5Z {klog}"));
+        assert_eq!(prefixed.format, LogFormat::Klog);
+        assert_eq!(prefixed.name.as_deref(), Some("train"));
     }
 
     #[test]
