@@ -55,6 +55,26 @@ pub fn push_plural_of_kind(kind: &str, out: &mut String) {
     }
 }
 
+/// The lowercase Kind of a plural resource name (`rayjobs` → `rayjob`,
+/// `networkpolicies` → `networkpolicy`, `ingresses` → `ingress`): the inverse of
+/// [`plural_of_kind`], so that the Kind it gives names the same resource.
+pub fn singular_of_resource(resource: &str) -> String {
+    let lower = resource.to_ascii_lowercase();
+    if let Some((kind, _)) = IRREGULAR.iter().find(|(_, plural)| *plural == lower) {
+        return (*kind).to_string();
+    }
+    let candidates = [
+        lower.strip_suffix("ies").map(|stem| format!("{stem}y")),
+        lower.strip_suffix("es").map(str::to_string),
+        lower.strip_suffix('s').map(str::to_string),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|kind| !kind.is_empty() && plural_of_kind(kind) == lower)
+        .unwrap_or(lower)
+}
+
 /// Splits `rayjobs.ray.io` into (`rayjobs`, `ray.io`); a bare resource has no group.
 pub fn split_qualified_resource(qualified: &str) -> (String, String) {
     match qualified.split_once('.') {
@@ -66,6 +86,22 @@ pub fn split_qualified_resource(qualified: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn singulars_name_the_same_resource() {
+        for (resource, kind) in [
+            ("rayjobs", "rayjob"),
+            ("networkpolicies", "networkpolicy"),
+            ("ingresses", "ingress"),
+            ("endpoints", "endpoints"),
+            ("mailboxes", "mailbox"),
+            ("istiooperators", "istiooperator"),
+            ("gateways", "gateway"),
+        ] {
+            assert_eq!(singular_of_resource(resource), kind);
+            assert_eq!(plural_of_kind(&singular_of_resource(resource)), resource);
+        }
+    }
 
     #[test]
     fn plurals_follow_kubernetes() {

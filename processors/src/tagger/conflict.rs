@@ -48,6 +48,28 @@ pub fn find_conflict(text: &str) -> Option<Conflict> {
     None
 }
 
+/// The namespace of `name` where the text writes the object as `namespace/name`
+/// (`sync {"update" "pmem-csi/sub-1"} failed: Operation cannot be fulfilled on …
+/// "sub-1"`): the namespace a 409 names no namespace for.
+pub fn namespace_in<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let is_name_byte =
+        |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.';
+    let needle = format!("/{name}");
+    text.match_indices(needle.as_str()).find_map(|(at, _)| {
+        let after = text.as_bytes().get(at + needle.len());
+        if after.is_some_and(|b| is_name_byte(*b)) {
+            return None;
+        }
+        let before = text.get(..at)?;
+        let start = before
+            .bytes()
+            .rposition(|b| !is_name_byte(b))
+            .map_or(0, |at| at + 1);
+        let namespace = before.get(start..)?;
+        (!namespace.is_empty() && namespace.len() <= 63).then_some(namespace)
+    })
+}
+
 /// Reads `<resource>[.<group>] "<name>": <reason>` at the start of `text`.
 fn conflict_at(text: &str) -> Option<Conflict> {
     let window = head(text, MAX_REFERENCE_LEN);
@@ -109,6 +131,15 @@ fn head(text: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_namespace_written_with_the_name() {
+        let text = r#"sync {"update" "pmem-csi/sub-1"} failed: Operation cannot be fulfilled on subscriptions.operators.coreos.com "sub-1""#;
+        assert_eq!(namespace_in(text, "sub-1"), Some("pmem-csi"));
+        assert_eq!(namespace_in("a/sub-10", "sub-1"), None);
+        assert_eq!(namespace_in("https://x/sub-1", "sub-1"), Some("x"));
+        assert_eq!(namespace_in("no namespace", "sub-1"), None);
+    }
 
     const PLAIN: &str = r#"Operation cannot be fulfilled on rayjobs.ray.io "train": the object has been modified; please apply your changes to the latest version and try again"#;
 

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod audit;
 pub mod conflict;
+mod controller_memory;
 pub mod formats;
 pub mod operator;
 mod otlp_fields;

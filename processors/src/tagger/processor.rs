@@ -17,10 +17,12 @@ use serde::Deserialize;
 
 use super::api::{ApiCall, api_call_from_span};
 use super::audit::{AuditFacts, parse_audit, parse_audit_line};
-use super::conflict::{Conflict, find_conflict};
+use super::conflict::{Conflict, find_conflict, namespace_in};
+use super::controller_memory::{ControllerMemory, guess_from_controller};
 use super::formats::{LogFacts, LogOutcome, is_continuation, recognize_line};
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
+use crate::kinds::singular_of_resource;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::trace_map::{CONTEXT_NAMES, ReconcileContext, TraceMap};
@@ -77,6 +79,7 @@ impl TaggerConfig {
 pub struct OperatorTagger {
     operators: Arc<OperatorResolver>,
     traces: Arc<Mutex<TraceMap>>,
+    controllers: Arc<Mutex<ControllerMemory>>,
     api_attributes: bool,
 }
 
@@ -88,6 +91,7 @@ impl OperatorTagger {
                 config.max_traces,
                 config.trace_ttl.as_nanos().min(u64::MAX as u128) as u64,
             ))),
+            controllers: Arc::default(),
             api_attributes: config.api_attributes,
         }
     }
@@ -97,6 +101,54 @@ impl OperatorTagger {
         self.traces
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn controllers(&self) -> MutexGuard<'_, ControllerMemory> {
+        self.controllers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Fills in what a record leaves out from the other records of its controller:
+    /// the Kind of an object named without one (from a 409 about the same name,
+    /// what the controller's other records name, or the controller's own name), and
+    /// whether a start line stands for a reconcile.
+    fn complete_from_controller(&self, facts: &mut LogFacts, conflict: Option<&Conflict>) {
+        let controller = facts
+            .controller
+            .clone()
+            .or_else(|| facts.logger.clone())
+            .unwrap_or_default();
+        let mut memory = self.controllers();
+        if let Some(kind) = &facts.kind {
+            if !controller.is_empty() {
+                memory.remember_kind(&controller, kind);
+            }
+        } else if let Some(name) = &facts.name {
+            let from_conflict = conflict
+                .filter(|conflict| &conflict.name == name)
+                .map(|conflict| singular_of_resource(&conflict.resource));
+            facts.kind = from_conflict
+                .or_else(|| memory.kind_of(&controller).map(str::to_string))
+                .or_else(|| {
+                    let controller = facts.controller.as_deref()?;
+                    match guess_from_controller(controller)? {
+                        (Some(kind), _) => Some(kind.to_string()),
+                        (None, resource) => resource.map(singular_of_resource),
+                    }
+                });
+        }
+        // Start and end lines of one controller may come from different loggers: the
+        // Kind ties them too.
+        let kind = facts.kind.as_deref().unwrap_or_default();
+        let keys = [controller.as_str(), kind];
+        if facts.outcome.is_some() {
+            for key in keys.into_iter().filter(|key| !key.is_empty()) {
+                memory.remember_end(key);
+            }
+        } else if facts.starts_reconcile && !keys.iter().all(|key| memory.start_counts(key)) {
+            facts.starts_reconcile = false;
+        }
     }
 
     fn tag_resource(&self, resource: &mut Option<Resource>) {
@@ -210,12 +262,25 @@ impl OperatorTagger {
             record.severity_number = level.severity_number();
             record.severity_text = level.name().to_string();
         }
+        let conflict = facts
+            .error
+            .as_deref()
+            .and_then(find_conflict)
+            .or_else(|| find_conflict(&facts.message));
+        self.complete_from_controller(&mut facts, conflict.as_ref());
         let attributes = &mut record.attributes;
         if let Some(context) = self.traces().get(&record.trace_id) {
             write_context(attributes, context.names());
         }
         write_log_facts(attributes, &facts);
-        if let Some(conflict) = facts.error.as_deref().and_then(find_conflict) {
+        if let Some(conflict) = conflict {
+            if get_str(attributes, API_NAMESPACE).is_none()
+                && let Some(namespace) = body
+                    .and_then(|text| namespace_in(text, &conflict.name))
+                    .or_else(|| namespace_in(&facts.message, &conflict.name))
+            {
+                set_str(attributes, API_NAMESPACE, namespace);
+            }
             write_conflict(attributes, &conflict);
         }
     }
@@ -484,6 +549,10 @@ fn write_log_facts(attributes: &mut Vec<KeyValue>, facts: &LogFacts) {
         if has_object {
             insert(attributes, OPSCOPE_RECORD, string_value(RECORD_RECONCILE));
         }
+    }
+    // A start line stands for its reconcile when the controller logs no end lines.
+    if facts.starts_reconcile && has_object {
+        insert(attributes, OPSCOPE_RECORD, string_value(RECORD_RECONCILE));
     }
     if let Some(error) = &facts.error {
         insert(attributes, RECONCILE_ERROR, string_value(error.as_str()));

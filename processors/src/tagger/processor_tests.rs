@@ -906,7 +906,13 @@ fn controller_runtime_json_lines_become_tagged_reconcile_records() {
         &[(RECONCILE_ID, "7d2b9e41-0f3a-4c8d-9b6e-2a5f8c1d3e70")],
     );
     assert_strings(&progress.attributes, RAYJOB_TRAIN);
-    assert_unset(&progress.attributes, &[RECONCILE_RESULT, OPSCOPE_RECORD]);
+    assert_unset(&progress.attributes, &[RECONCILE_RESULT]);
+    // Its `reconciling RayJob` start stands for the reconcile while the controller has
+    // logged no end line; once it has, start lines count no more.
+    assert_strings(&progress.attributes, &[(OPSCOPE_RECORD, RECORD_RECONCILE)]);
+    let ended_first = format!("{}\n{}", line(JSON_LOG, 4), line(JSON_LOG, 2));
+    let records = tagged_lines(&ended_first);
+    assert_unset(&records[1].attributes, &[RECONCILE_RESULT, OPSCOPE_RECORD]);
 }
 
 #[test]

@@ -135,6 +135,7 @@ mod tests {
             level: Some(Level::Info),
             logger: some("controllers.RayJob"),
             message: "reconciling RayJob".into(),
+            starts_reconcile: true,
             controller: None,
             group: None,
             ..rayjob_train(SECOND_RECONCILE)
@@ -169,6 +170,7 @@ mod tests {
             level: Some(Level::Info),
             logger: some("cert-rotator"),
             message: "Reconciling".into(),
+            starts_reconcile: true,
             reconcile_id: some("0f1e2d3c-4b5a-4968-8776-655443322110"),
             controller: some("cert-rotator"),
             namespace: some("system"),
@@ -355,6 +357,7 @@ mod tests {
             level: Some(Level::Debug),
             logger: some("controllers.RayJob"),
             message: "reconciling RayJob".into(),
+            starts_reconcile: true,
             controller: None,
             group: None,
             ..rayjob_train(THIRD_RECONCILE)

@@ -150,6 +150,8 @@ const RANK_NAME_KEYS: u8 = 2;
 const RANK_OBJECT_KEY: u8 = 3;
 const RANK_REQUEST_KEY: u8 = 4;
 const RANK_KUBE_OBJECT_REF: u8 = 5;
+/// Rank of `<kind>.name` and `<kind>.namespace`.
+const RANK_PREFIXED_NAME: u8 = 3;
 /// Rank of plain `kind`, `resource_kind` and `gvk`: below the controller's own.
 const RANK_PLAIN_KIND: u8 = 4;
 /// Rank of a Kind taken from the key of an object-valued field (`"RayJob": {..}`).
@@ -224,6 +226,13 @@ impl<'a> Found<'a> {
                 self.push_str(Fact::Group, RANK_PLAIN_KIND, group);
                 self.push_str(Fact::Kind, RANK_PLAIN_KIND, kind);
                 self.note_object(RANK_REQUEST_KEY, &value);
+            }
+            None if let Some((kind, fact)) = prefixed_name_key(key) => {
+                // OLM's `catalogsource.name=x catalogsource.namespace=y`.
+                if let Some(text) = value.as_str().filter(|text| is_object_name(text)) {
+                    self.push_str(fact, RANK_PREFIXED_NAME, text);
+                    self.push_str(Fact::Kind, RANK_PLAIN_KIND + 1, kind);
+                }
             }
             None if matches!(value, FieldValue::Object(_) | FieldValue::Str(_)) => {
                 self.kind_keyed.push((key, value));
@@ -347,6 +356,56 @@ fn fill<T>(slot: &mut Option<T>, value: impl FnOnce() -> Option<T>) {
     }
 }
 
+/// `catalogsource.name` → (`catalogsource`, name), `.namespace` likewise: a key that
+/// names an object of the Kind before the dot.
+fn prefixed_name_key(key: &str) -> Option<(&str, Fact)> {
+    let (kind, field) = key.rsplit_once(['.', '_'])?;
+    let fact = match field {
+        "name" | "Name" => Fact::Name,
+        "namespace" | "Namespace" => Fact::Namespace,
+        _ => return None,
+    };
+    // OpenTelemetry's own attributes (`code.namespace`, `service.name`) name no object.
+    const SEMANTIC_CONVENTIONS: &[&str] = &[
+        "code",
+        "service",
+        "host",
+        "process",
+        "telemetry",
+        "os",
+        "container",
+        "thread",
+        "exception",
+        "http",
+        "url",
+        "net",
+        "server",
+        "client",
+        "db",
+        "rpc",
+        "messaging",
+        "deployment",
+        "cloud",
+        "faas",
+        "otel",
+        "span",
+        "event",
+        "log",
+    ];
+    let is_kind = kind.len() >= 2
+        && kind.bytes().all(|b| b.is_ascii_alphabetic())
+        && !SEMANTIC_CONVENTIONS.contains(&kind);
+    is_kind.then_some((kind, fact))
+}
+
+/// A Kubernetes object name: lowercase letters, digits, `-` and `.`.
+fn is_object_name(text: &str) -> bool {
+    (1..=253).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+}
+
 /// The group and Kind of `group/version, Kind=Kind` (Go's `GroupVersionKind`
 /// printed), `/v1, Kind=Pod` (the core group) or `Kind.version.group`.
 pub fn parse_group_version_kind(text: &str) -> Option<(&str, &str)> {
@@ -447,6 +506,17 @@ mod tests {
         )]);
         assert_eq!(structured.namespace.as_deref(), Some("ml"));
         assert_eq!(structured.name.as_deref(), Some("train"));
+    }
+
+    #[test]
+    fn keys_prefixed_by_a_kind() {
+        let facts = facts_of(vec![
+            ("catalogsource.name", FieldValue::Str("everest-catalog")),
+            ("catalogsource.namespace", FieldValue::Str("everest-olm")),
+        ]);
+        assert_eq!(facts.kind.as_deref(), Some("catalogsource"));
+        assert_eq!(facts.namespace.as_deref(), Some("everest-olm"));
+        assert_eq!(facts.name.as_deref(), Some("everest-catalog"));
     }
 
     #[test]

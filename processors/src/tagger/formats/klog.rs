@@ -272,6 +272,7 @@ mod tests {
             level: Some(Level::Info),
             logger: some("controller/dockercluster"),
             message: "Reconciling".into(),
+            starts_reconcile: true,
             group: some("infrastructure.cluster.x-k8s.io"),
             kind: some("DockerCluster"),
             namespace: some("default"),

@@ -311,6 +311,7 @@ mod tests {
             time_unix_nano: at(1_714_564_800, 123_456_000),
             level: Some(Level::Info),
             message: "Reconciling Document \"samuel\" in default".into(),
+            starts_reconcile: true,
             ..document("default", "samuel")
         };
         assert_eq!(kube_line(0), expected);
@@ -404,6 +405,7 @@ mod tests {
             time_unix_nano: at(1_714_564_805, 123_000),
             level: Some(Level::Info),
             message: "Reconciling Document \"samuel\" in default".into(),
+            starts_reconcile: true,
             ..document("default", "samuel")
         };
         assert_eq!(kube_line(8), expected);
@@ -428,6 +430,7 @@ mod tests {
             time_unix_nano: at(1_714_564_807, 0),
             level: Some(Level::Info),
             message: "Reconciling Document \"samuel\" in default".into(),
+            starts_reconcile: true,
             ..document("default", "samuel")
         };
         assert_eq!(kube_line(10), expected);

@@ -70,6 +70,7 @@ mod tests {
             time_unix_nano: at(1_714_564_800, 0),
             level: Some(Level::Info),
             message: "Reconciling".into(),
+            starts_reconcile: true,
             reconcile_id: some("0b9e4f8a-1c2d-4e5f-8a9b-0c1d2e3f4a5b"),
             ..widget()
         };

@@ -14,7 +14,9 @@ mod kube_rs;
 mod kv;
 mod level;
 mod logfmt;
+mod message_object;
 mod outcome;
+mod timestamped_text;
 mod tooling_prefix;
 
 pub use crate::timestamp::{parse_rfc3339, parse_timestamp};
@@ -39,6 +41,9 @@ pub enum LogFormat {
     Klog,
     /// logfmt (`time=.. level=info msg=".." k=v`).
     Logfmt,
+    /// A timestamp, a level and text: log4j/logback, kopf, Strimzi, `flux logs`, zap
+    /// console copied with spaces for tabs.
+    TimestampedText,
     /// Anything else: the whole line is the message.
     #[default]
     Plain,
@@ -66,6 +71,8 @@ pub struct LogFacts {
     /// The `error` field, or the error text of an unstructured line.
     pub error: Option<String>,
     pub outcome: Option<LogOutcome>,
+    /// The message is the first line of a reconcile (`Reconciling …`).
+    pub starts_reconcile: bool,
 }
 
 impl LogFacts {
@@ -76,12 +83,40 @@ impl LogFacts {
         }
     }
 
+    /// Takes the object from the message when no field named one.
+    /// An object the message names is taken when the fields named none, or named the
+    /// same one without its Kind.
+    pub fn find_object_in_message(&mut self) {
+        if self.name.is_some() && self.kind.is_some() {
+            return;
+        }
+        if let Some(object) = message_object::find(&self.message)
+            && self.name.as_deref().is_none_or(|name| name == object.name)
+        {
+            self.name = Some(object.name.to_string());
+            if self.namespace.is_none() {
+                self.namespace = object.namespace.map(str::to_string);
+            }
+            if self.kind.is_none() {
+                self.kind = object.kind.map(str::to_string);
+            }
+        }
+        if self.kind.is_none()
+            && let Some((resource, name)) = message_object::api_error_object(&self.message)
+            && self.name.as_deref().is_none_or(|known| known == name)
+        {
+            self.kind = Some(crate::kinds::singular_of_resource(resource));
+            self.name = Some(name.to_string());
+        }
+    }
+
     /// Derives the outcome from the message when nothing stated it yet; call it again
     /// after setting the message of a structured record from its body.
     pub fn infer_outcome(&mut self) {
         if self.outcome.is_none() {
             self.outcome = LogOutcome::from_message(&self.message);
         }
+        self.starts_reconcile = self.outcome.is_none() && LogOutcome::is_start(&self.message);
     }
 }
 
@@ -92,6 +127,7 @@ pub fn recognize_line(line: &str) -> LogFacts {
     let text = tooling_prefix::strip_borders(&without_colours);
     let mut facts = recognize_copied(text, tooling_prefix::MAX_PREFIXES);
     facts.infer_outcome();
+    facts.find_object_in_message();
     facts
 }
 
@@ -127,6 +163,7 @@ fn recognize_trimmed(line: &str) -> LogFacts {
         .or_else(|| kube_rs::recognize_text(line))
         .or_else(|| klog::recognize(line))
         .or_else(|| logfmt::recognize(line))
+        .or_else(|| timestamped_text::recognize(line))
         .unwrap_or_else(|| plain(line))
 }
 

@@ -20,7 +20,19 @@ const ERROR_STARTS: &[&str] = &[
     "reconcile failed",
     "reconciler failed",
     "reconciliation failed",
+    "reconcile error",
+    "reconciling err",
+    "error reconciling",
+    "failed to reconcile",
     "error syncing",
+];
+/// Phrases (lowercase) anywhere in a message that report a failed reconcile:
+/// cert-manager's `re-queuing item … due to error`, kopf's `Handler 'x' failed`.
+const ERROR_PHRASES: &[&str] = &[
+    "re-queuing item",
+    "' failed temporarily",
+    "' failed permanently",
+    "' failed with an exception",
 ];
 /// Message starts (any case) that report a successful reconcile.
 const OK_STARTS: &[&str] = &[
@@ -28,10 +40,42 @@ const OK_STARTS: &[&str] = &[
     "successfully reconciled",
     "reconciled successfully",
     "successfully synced",
+    "reconcile succeeded",
+    "reconciliation completed",
+    "reconciliation finished",
+    "reconciliation done",
+    "reconciled release",
+    "reconcile done",
 ];
+/// Phrases (lowercase) anywhere in a message that report a finished reconcile:
+/// `<== Reconciled Component`, Strimzi's `Kafka(ns/name): reconciled`, kopf's
+/// `Handler 'x' succeeded`, JOSDK's `--- Reconciliation finished successfully`.
+const OK_PHRASES: &[&str] = &[
+    "<== reconciled",
+    "): reconciled",
+    "' succeeded",
+    "reconciliation finished successfully",
+    "successfully reconciled",
+];
+/// Message starts (lowercase, after `==> ` and the like) of a reconcile's first line.
+const START_STARTS: &[&str] = &[
+    "reconciling",
+    "syncing item",
+    "starting reconcil",
+    "reconcile started",
+    "start reconcil",
+];
+/// Phrases (lowercase) of a reconcile's first line: kopf's `Handler 'x' is invoked`.
+const START_PHRASES: &[&str] = &["' is invoked"];
 /// Phrases (lowercase: messages are compared lowercased) followed by a Go duration:
 /// a requeue after a delay.
-const REQUEUE_AFTER_PHRASES: &[&str] = &["requeueing after ", "requeuing after ", "requeue after "];
+const REQUEUE_AFTER_PHRASES: &[&str] = &[
+    "requeueing after ",
+    "requeuing after ",
+    "requeue after ",
+    // Flux: `Reconciliation finished in 1.2s, next run in 10m0s`.
+    "next run in ",
+];
 /// Words (lowercase) that report a requeue without a delay.
 const REQUEUE_WORDS: &[&str] = &["requeueing", "requeuing"];
 
@@ -42,13 +86,33 @@ impl LogOutcome {
             return Some(LogOutcome::Error);
         }
         let lowercase = message.to_ascii_lowercase();
+        if ERROR_PHRASES
+            .iter()
+            .any(|phrase| lowercase.contains(phrase))
+        {
+            return Some(LogOutcome::Error);
+        }
         if let Some(delay) = requeue_delay(&lowercase) {
             return Some(LogOutcome::RequeueAfter(delay));
         }
         if REQUEUE_WORDS.iter().any(|word| lowercase.contains(word)) {
             return Some(LogOutcome::Requeue);
         }
-        starts_with_any(message, OK_STARTS).then_some(LogOutcome::Ok)
+        (starts_with_any(message, OK_STARTS)
+            || OK_PHRASES.iter().any(|phrase| lowercase.contains(phrase)))
+        .then_some(LogOutcome::Ok)
+    }
+
+    /// Whether the message is the first line of a reconcile (`Reconciling …`).
+    pub fn is_start(message: &str) -> bool {
+        let bare = message.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
+        if starts_with_any(bare, START_STARTS) {
+            return true;
+        }
+        let lowercase = message.to_ascii_lowercase();
+        START_PHRASES
+            .iter()
+            .any(|phrase| lowercase.contains(phrase))
     }
 
     /// opscope's own `reconcile.result` (`ok`, `error`, `requeue`, `requeue_after`) with
@@ -125,6 +189,45 @@ mod tests {
             Some(LogOutcome::Error)
         );
         assert_eq!(outcome("requeueing after soon"), Some(LogOutcome::Requeue));
+    }
+
+    #[test]
+    fn phrases_of_other_frameworks() {
+        assert_eq!(
+            outcome("Reconcile succeeded. Time taken: 5.8ms."),
+            Some(LogOutcome::Ok)
+        );
+        assert_eq!(
+            outcome("Reconciliation finished in 1.226658581s, next run in 10m0s"),
+            Some(LogOutcome::RequeueAfter(Duration::from_secs(600)))
+        );
+        assert_eq!(outcome("<== Reconciled Component"), Some(LogOutcome::Ok));
+        assert_eq!(
+            outcome("Reconciliation #4854(timer) Kafka(default/tom-kafka): reconciled"),
+            Some(LogOutcome::Ok)
+        );
+        assert_eq!(
+            outcome("Handler 'delete_lease' succeeded."),
+            Some(LogOutcome::Ok)
+        );
+        assert_eq!(
+            outcome("Handler 'create' failed temporarily: retry"),
+            Some(LogOutcome::Error)
+        );
+        assert_eq!(
+            outcome(
+                "ingress-shim controller: Re-queuing item \"default/example\" due to error processing"
+            ),
+            Some(LogOutcome::Error)
+        );
+        assert_eq!(
+            outcome("reconciling err: not found"),
+            Some(LogOutcome::Error)
+        );
+        assert!(LogOutcome::is_start("==> Reconciling Component"));
+        assert!(LogOutcome::is_start("Reconciling IstioOperator"));
+        assert!(LogOutcome::is_start("Handler 'created1' is invoked."));
+        assert!(!LogOutcome::is_start("Starting workers"));
     }
 
     #[test]

@@ -34,9 +34,14 @@ pub fn strip_borders(line: &str) -> &str {
 /// The shapes of prefix to try on a line, most specific first; each gives the line
 /// after it, which the caller recognises before accepting.
 pub fn candidates(line: &str) -> impl Iterator<Item = Stripped<'_>> {
-    [kubectl_prefix(line), timestamp_column(line), stern(line)]
-        .into_iter()
-        .flatten()
+    [
+        kubectl_prefix(line),
+        timestamp_column(line),
+        stern(line),
+        compose_pipe(line),
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// `[pod/kuberay-operator-5f9d/operator] {...}` from `kubectl logs --prefix`.
@@ -78,6 +83,18 @@ fn epoch_integer(column: &str) -> Option<u64> {
         19 => Some(value),
         _ => None,
     }
+}
+
+/// `| line`, as docker compose and some consoles set a service's lines apart.
+fn compose_pipe(line: &str) -> Option<Stripped<'_>> {
+    let rest = line.strip_prefix("| ").or_else(|| {
+        let (_, rest) = line.split_once(" | ")?;
+        Some(rest)
+    })?;
+    Some(Stripped {
+        rest: rest.trim_start(),
+        time: None,
+    })
 }
 
 /// stern's `pod container line`: two words that are Kubernetes names.

@@ -1,0 +1,148 @@
+//! What the tagger remembers of each controller across records, so that a record
+//! naming an object without its Kind takes the Kind the controller's other records
+//! name, and so that `Reconciling …` start lines count as reconciles only for
+//! controllers that never log an end line. Bounded: past [`MAX_CONTROLLERS`] new
+//! controllers are not remembered.
+
+use foldhash::{HashMap, HashMapExt};
+
+/// Controllers remembered at most.
+pub const MAX_CONTROLLERS: usize = 4096;
+
+#[derive(Debug, Default, Clone)]
+struct Remembered {
+    kind: Option<Box<str>>,
+    logs_ends: bool,
+}
+
+#[derive(Debug)]
+pub struct ControllerMemory {
+    controllers: HashMap<Box<str>, Remembered>,
+}
+
+impl Default for ControllerMemory {
+    fn default() -> Self {
+        Self {
+            controllers: HashMap::new(),
+        }
+    }
+}
+
+impl ControllerMemory {
+    fn entry(&mut self, controller: &str) -> Option<&mut Remembered> {
+        if !self.controllers.contains_key(controller) {
+            if self.controllers.len() >= MAX_CONTROLLERS {
+                return None;
+            }
+            self.controllers
+                .insert(controller.into(), Remembered::default());
+        }
+        self.controllers.get_mut(controller)
+    }
+
+    /// The Kind a controller's records named last.
+    pub fn kind_of(&self, controller: &str) -> Option<&str> {
+        self.controllers.get(controller)?.kind.as_deref()
+    }
+
+    pub fn remember_kind(&mut self, controller: &str, kind: &str) {
+        if let Some(entry) = self.entry(controller)
+            && entry.kind.as_deref() != Some(kind)
+        {
+            entry.kind = Some(kind.into());
+        }
+    }
+
+    /// Notes that the controller logs how its reconciles end.
+    pub fn remember_end(&mut self, controller: &str) {
+        if let Some(entry) = self.entry(controller) {
+            entry.logs_ends = true;
+        }
+    }
+
+    /// Whether a start line of the controller stands for its reconcile: only when
+    /// no end line of it was seen (else the end line counts it).
+    pub fn start_counts(&self, controller: &str) -> bool {
+        self.controllers
+            .get(controller)
+            .is_none_or(|entry| !entry.logs_ends)
+    }
+}
+
+/// The Kind, or the plural resource, a controller's name suggests: controller-runtime
+/// names controllers after the lowercase Kind (`serverclass`), Knative after the
+/// resource (`spaces.kf.dev`, `subscription-controller`), Crossplane
+/// `managed/cloudsqlinstance`. `(kind, resource)`: one of the two.
+pub fn guess_from_controller(controller: &str) -> Option<(Option<&str>, Option<&str>)> {
+    let last = controller.rsplit('/').next()?;
+    let (head, qualified) = match last.split_once('.') {
+        Some((head, _)) => (head, true),
+        None => (last, false),
+    };
+    let bare = [
+        "-controller",
+        "_controller",
+        "controller",
+        "-reconciler",
+        "reconciler",
+    ]
+    .iter()
+    .find_map(|suffix| head.strip_suffix(suffix))
+    .unwrap_or(head)
+    .trim_end_matches(['-', '_']);
+    if bare.len() < 2 || !bare.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    // `spaces.kf.dev` is a resource; `serverclass` a lowercase Kind.
+    if qualified {
+        Some((None, Some(bare)))
+    } else {
+        Some((Some(bare), None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_guessed_from_controller_names() {
+        assert_eq!(
+            guess_from_controller("serverclass"),
+            Some((Some("serverclass"), None))
+        );
+        assert_eq!(
+            guess_from_controller("spaces.kf.dev"),
+            Some((None, Some("spaces")))
+        );
+        assert_eq!(
+            guess_from_controller("subscription-controller"),
+            Some((Some("subscription"), None))
+        );
+        assert_eq!(
+            guess_from_controller("managed/cloudsqlinstance"),
+            Some((Some("cloudsqlinstance"), None))
+        );
+        assert_eq!(guess_from_controller("x"), None);
+        assert_eq!(guess_from_controller("a b"), None);
+    }
+
+    #[test]
+    fn start_lines_count_until_an_end_line_is_seen() {
+        let mut memory = ControllerMemory::default();
+        assert!(memory.start_counts("c"));
+        memory.remember_end("c");
+        assert!(!memory.start_counts("c"));
+        memory.remember_kind("c", "Widget");
+        assert_eq!(memory.kind_of("c"), Some("Widget"));
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let mut memory = ControllerMemory::default();
+        for index in 0..MAX_CONTROLLERS + 10 {
+            memory.remember_kind(&format!("c{index}"), "K");
+        }
+        assert_eq!(memory.controllers.len(), MAX_CONTROLLERS);
+    }
+}

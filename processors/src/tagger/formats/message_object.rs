@@ -1,0 +1,344 @@
+//! Objects written inside a message rather than in fields: `Kafka(ns/name)`
+//! (Strimzi), `[ns/name] …` (kopf), `Kustomization/name.ns - …` (`flux logs`),
+//! `Kind ns/name`, `syncing deployment ns/name`, `item "ns/name"`,
+//! `Kind:"X", Namespace:"Y", Name:"Z"` and `namespace=X, name=Y`.
+
+/// An object a message names; the Kind when the message gives one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageObject<'a> {
+    pub kind: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+/// Words after which a lowercase word is the Kind of the object that follows
+/// (`Error syncing deployment ns/name`).
+const VERBS: &[&str] = &[
+    "syncing",
+    "reconciling",
+    "processing",
+    "deleting",
+    "updating",
+    "creating",
+];
+
+/// The first object the message names, in the most specific shape found.
+pub fn find(message: &str) -> Option<MessageObject<'_>> {
+    let head = cut(message, 1024);
+    kopf_prefix(head)
+        .or_else(|| flux_cli(head))
+        .or_else(|| kind_call(head))
+        .or_else(|| keyed_fields(head))
+        .or_else(|| kind_then_path(head))
+        .or_else(|| quoted_path(head))
+}
+
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// `[ns/name] message`, as kopf prefixes its per-object lines.
+fn kopf_prefix(message: &str) -> Option<MessageObject<'_>> {
+    let inner = message.strip_prefix('[')?;
+    let (path, _) = inner.split_once("] ")?;
+    path_object(None, path)
+}
+
+/// `Kustomization/apps.flux-system - message`, as `flux logs` prints objects.
+fn flux_cli(message: &str) -> Option<MessageObject<'_>> {
+    let (subject, _) = message.split_once(" - ")?;
+    let (kind, named) = subject.split_once('/')?;
+    let (name, namespace) = named.rsplit_once('.')?;
+    (is_kind(kind) && is_name(name) && is_name(namespace)).then_some(MessageObject {
+        kind: Some(kind),
+        namespace: Some(namespace),
+        name,
+    })
+}
+
+/// `Kind(ns/name)`, as Strimzi names the reconciled resource.
+fn kind_call(message: &str) -> Option<MessageObject<'_>> {
+    for (open, _) in message.match_indices('(') {
+        let kind = word_before(message, open);
+        let Some(inner) = message.get(open + 1..) else {
+            continue;
+        };
+        let Some((path, _)) = inner.split_once(')') else {
+            continue;
+        };
+        if is_kind(kind)
+            && path.contains('/')
+            && let Some(object) = path_object(Some(kind), path)
+        {
+            return Some(object);
+        }
+    }
+    None
+}
+
+/// `Kind ns/name`, `Kind "ns/name"`, `syncing deployment ns/name`.
+fn kind_then_path(message: &str) -> Option<MessageObject<'_>> {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.windows(2).enumerate().find_map(|(at, pair)| {
+        let (kind, path) = (pair[0], unquote(pair[1]));
+        if !path.contains('/') {
+            return None;
+        }
+        let after_verb = at
+            .checked_sub(1)
+            .and_then(|before| words.get(before))
+            .is_some_and(|verb| VERBS.contains(&verb.to_ascii_lowercase().as_str()));
+        let kind_like = is_kind(kind)
+            || (after_verb && kind.bytes().all(|b| b.is_ascii_lowercase()) && !kind.is_empty());
+        kind_like.then(|| path_object(Some(kind), path)).flatten()
+    })
+}
+
+/// A quoted `"ns/name"` or `'ns/name'` anywhere (`Re-queuing item "default/example"`).
+fn quoted_path(message: &str) -> Option<MessageObject<'_>> {
+    message
+        .split_whitespace()
+        .filter(|word| word.starts_with(['"', '\'']))
+        .map(unquote)
+        .filter(|word| word.contains('/'))
+        .find_map(|path| path_object(None, path))
+}
+
+/// `Kind:"Subscription", Namespace:"default", Name:"x"` (a Go struct printed),
+/// `'kind': 'X', … 'name': 'y'` (a Python dict), `state.Key.Namespace=y` and
+/// `namespace=X, name=Y`: a name, with a namespace or a Kind.
+fn keyed_fields(message: &str) -> Option<MessageObject<'_>> {
+    let mut kind = None;
+    let mut namespace = None;
+    let mut name = None;
+    for (key, value) in key_values(message) {
+        match key.to_ascii_lowercase().as_str() {
+            "kind" if is_kind(value) => kind = kind.or(Some(value)),
+            "namespace" if is_name(value) => namespace = namespace.or(Some(value)),
+            "name" if is_name(value) => name = name.or(Some(value)),
+            _ => {}
+        }
+    }
+    let name = name?;
+    (kind.is_some() || namespace.is_some()).then_some(MessageObject {
+        kind,
+        namespace,
+        name,
+    })
+}
+
+/// The `key: value` and `key=value` pairs of a text whose key is `kind`, `name` or
+/// `namespace` (the last part of a dotted key), quoted or not.
+fn key_values(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    const KEYS: &[&str] = &["kind", "namespace", "name"];
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            let start = at;
+            at += 1;
+            let Some(key) = KEYS.iter().find(|key| {
+                bytes
+                    .get(start..start + key.len())
+                    .is_some_and(|word| word.eq_ignore_ascii_case(key.as_bytes()))
+            }) else {
+                continue;
+            };
+            let before = start.checked_sub(1).and_then(|i| bytes.get(i));
+            if before.is_some_and(|b| b.is_ascii_alphanumeric()) {
+                continue;
+            }
+            let mut end = start + key.len();
+            let skip = |end: &mut usize, set: &[u8]| {
+                while bytes.get(*end).is_some_and(|b| set.contains(b)) {
+                    *end += 1;
+                }
+            };
+            skip(&mut end, b"'\"");
+            if !matches!(bytes.get(end), Some(b':' | b'=')) {
+                continue;
+            }
+            end += 1;
+            skip(&mut end, b" '\"\\");
+            let value_start = end;
+            while bytes
+                .get(end)
+                .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+            {
+                end += 1;
+            }
+            at = end;
+            let key_text = text.get(start..start + key.len())?;
+            let value = text.get(value_start..end)?.trim_end_matches('.');
+            if !value.is_empty() {
+                return Some((key_text, value));
+            }
+        }
+        None
+    })
+}
+
+/// `istiooperators.install.istio.io "example" not found`: an API error's
+/// `resource.group "name"`; the Kind is the resource's singular.
+pub fn api_error_object(message: &str) -> Option<(&str, &str)> {
+    let mut words = message.split(' ').peekable();
+    while let Some(word) = words.next() {
+        let Some(next) = words.peek() else {
+            break;
+        };
+        let qualified = word.trim_start_matches(|c: char| !c.is_ascii_lowercase());
+        let Some((resource, group)) = qualified.split_once('.') else {
+            continue;
+        };
+        let quoted = next
+            .trim_start_matches('\\')
+            .strip_prefix('"')
+            .and_then(|rest| rest.split(['"', '\\']).next());
+        let valid = resource.bytes().all(|b| b.is_ascii_lowercase())
+            && resource.len() >= 2
+            && group.contains('.')
+            && group
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'));
+        if valid && let Some(name) = quoted.filter(|name| is_name(name)) {
+            return Some((resource, name));
+        }
+    }
+    None
+}
+
+fn path_object<'a>(kind: Option<&'a str>, path: &'a str) -> Option<MessageObject<'a>> {
+    let path = path.trim_end_matches([':', '.', ',', ';']);
+    let (namespace, name) = match path.split_once('/') {
+        Some((namespace, name)) => (Some(namespace).filter(|ns| !ns.is_empty()), name),
+        None => (None, path),
+    };
+    let valid = is_name(name) && namespace.is_none_or(is_name) && !is_group_version(path);
+    valid.then_some(MessageObject {
+        kind,
+        namespace,
+        name,
+    })
+}
+
+/// `apps/v1` and the like: an API version, not an object.
+fn is_group_version(path: &str) -> bool {
+    path.rsplit_once('/').is_some_and(|(_, version)| {
+        version.starts_with('v') && version[1..].starts_with(|c: char| c.is_ascii_digit())
+    })
+}
+
+fn word_before(text: &str, end: usize) -> &str {
+    let before = text.get(..end).unwrap_or_default();
+    let start = before
+        .rfind(|c: char| !c.is_ascii_alphanumeric())
+        .map_or(0, |at| at + 1);
+    before.get(start..).unwrap_or_default()
+}
+
+fn unquote(word: &str) -> &str {
+    word.trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '\\'))
+        .trim_end_matches([':', ',', ';', '.'])
+        .trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '\\'))
+}
+
+/// A Kind: an uppercase letter, then letters and digits.
+fn is_kind(word: &str) -> bool {
+    word.len() >= 2
+        && word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word.bytes().all(|b| b.is_ascii_alphanumeric())
+        && word.bytes().any(|b| b.is_ascii_lowercase())
+}
+
+/// A Kubernetes object name (DNS-1123 subdomain, loosely: as written in logs).
+fn is_name(word: &str) -> bool {
+    (1..=253).contains(&word.len())
+        && word.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(message: &str) -> Option<(Option<&str>, Option<&str>, &str)> {
+        find(message).map(|o| (o.kind, o.namespace, o.name))
+    }
+
+    #[test]
+    fn shapes_of_objects_in_messages() {
+        assert_eq!(
+            object("Reconciliation #4854(timer) Kafka(default/tom-kafka): reconciled"),
+            Some((Some("Kafka"), Some("default"), "tom-kafka"))
+        );
+        assert_eq!(
+            object("[tenant1/platform1] Handler 'delete_lease' succeeded."),
+            Some((None, Some("tenant1"), "platform1"))
+        );
+        assert_eq!(
+            object(
+                "Kustomization/apps.flux-system - Reconciliation finished in 3.9s, next run in 10m0s"
+            ),
+            Some((Some("Kustomization"), Some("flux-system"), "apps"))
+        );
+        assert_eq!(
+            object("Error syncing deployment kube-system/coredns: timeout"),
+            Some((Some("deployment"), Some("kube-system"), "coredns"))
+        );
+        assert_eq!(
+            object("ingress-shim controller: Re-queuing item \"default/example\" due to error"),
+            Some((None, Some("default"), "example"))
+        );
+        assert_eq!(
+            object(
+                "Event(v1.ObjectReference{Kind:\"Subscription\", Namespace:\"default\", Name:\"trigger-x\"})"
+            ),
+            Some((Some("Subscription"), Some("default"), "trigger-x"))
+        );
+        assert_eq!(
+            object("reconciling namespace=prod, name=web"),
+            Some((None, Some("prod"), "web"))
+        );
+        assert_eq!(
+            object(
+                "Creation is in progress: {'apiVersion': 'orbit.aws/v1', 'kind': 'ImageReplication', 'metadata': {'name': 'image-replication-929js', 'namespace': 'orbit-system'}}"
+            ),
+            Some((
+                Some("ImageReplication"),
+                Some("orbit-system"),
+                "image-replication-929js"
+            ))
+        );
+        assert_eq!(
+            object(
+                "state.Key.Namespace=everest-olm state.Key.Name=everest-catalog state.State=READY"
+            ),
+            Some((None, Some("everest-olm"), "everest-catalog"))
+        );
+        assert_eq!(
+            api_error_object(
+                "reconciling err: istiooperators.install.istio.io \"example-istiocontrolplane\" not found"
+            ),
+            Some(("istiooperators", "example-istiocontrolplane"))
+        );
+        assert_eq!(api_error_object("see https://a.b \"x\""), None);
+        assert_eq!(
+            object("Deleting Deployment /cluster-thing"),
+            Some((Some("Deployment"), None, "cluster-thing"))
+        );
+    }
+
+    #[test]
+    fn prose_urls_and_versions_name_nothing() {
+        assert_eq!(object("Starting workers"), None);
+        assert_eq!(object("GET https://10.0.0.1/api/v1 200"), None);
+        assert_eq!(object("Using Scheme apps/v1"), None);
+        assert_eq!(object("the answer is 42/7"), None);
+    }
+}
