@@ -180,6 +180,67 @@ fn apiserver_verb(text: &str, path: &ApiPath) -> &'static str {
     }
 }
 
+/// Methods a request line of client-go or kube-apiserver starts with.
+const METHODS: &[&str] = &["GET", "PUT", "POST", "PATCH", "DELETE", "HEAD"];
+/// Words read after the URL at most, looking for the status code.
+const WORDS_TO_STATUS: usize = 4;
+
+/// The API call a log line reports: client-go's request log (`round_trippers.go]
+/// PUT https://…/status 409 Conflict in 3 milliseconds`), kube-apiserver's old
+/// access log (`handlers.go] PUT /apis/…/status: (1.1ms) 409 [[agent] ip]`) and its
+/// structured one (`httplog.go] "HTTP" verb="PUT" URI="/apis/…" … resp=409`).
+pub fn api_call_from_text(text: &str) -> Option<ApiCall> {
+    method_url_status(text).or_else(|| structured_http_log(text))
+}
+
+fn method_url_status(text: &str) -> Option<ApiCall> {
+    let mut words = text.split_whitespace();
+    while let Some(word) = words.next() {
+        if !METHODS.contains(&word) {
+            continue;
+        }
+        let Some(target) = words.next().map(|url| url.trim_end_matches(':')) else {
+            return None;
+        };
+        let Some(path) = parse_api_path(target) else {
+            continue;
+        };
+        let code = words.by_ref().take(WORDS_TO_STATUS).find_map(status_word);
+        return call(word, target, path, code);
+    }
+    None
+}
+
+fn structured_http_log(text: &str) -> Option<ApiCall> {
+    if !text.contains("\"HTTP\"") {
+        return None;
+    }
+    let quoted = |key: &str| {
+        let (_, after) = text.split_once(&format!(" {key}=\""))?;
+        after.split('"').next()
+    };
+    let method = quoted("verb")?;
+    let target = quoted("URI")?;
+    let code = text
+        .split_once(" resp=")
+        .and_then(|(_, after)| status_word(after.split_whitespace().next()?));
+    call(method, target, parse_api_path(target)?, code)
+}
+
+fn call(method: &str, target: &str, path: ApiPath, code: Option<u16>) -> Option<ApiCall> {
+    let verb = verb_of(method, &path, query_of(target));
+    (!verb.is_empty()).then_some(ApiCall { path, verb, code })
+}
+
+/// An HTTP status code word (`409`, `409,`).
+fn status_word(word: &str) -> Option<u16> {
+    let digits = word.trim_end_matches([',', ';', ':']);
+    if digits.len() != 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|code| (100..600).contains(code))
+}
+
 fn status_code(attributes: &[KeyValue]) -> Option<u16> {
     get_i64(attributes, HTTP_RESPONSE_STATUS_CODE)
         .or_else(|| get_i64(attributes, HTTP_STATUS_CODE_OLD))
@@ -257,6 +318,27 @@ fn resource_path(resource: &str, tail: &[&str]) -> ApiPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_lines_of_client_go_and_the_apiserver() {
+        let old = api_call_from_text("I1022 03:55:22.443643       7 handlers.go:131] PUT /apis/extensions/v1beta1/namespaces/e2e-tests-job-ljba5/jobs/rand-local/status: (717.321µs) 409 [[kube-controller-manager/v1.2.0 (linux/amd64) kubernetes/a5a9176] 127.0.0.1:42765]").unwrap();
+        assert_eq!(old.verb, "update");
+        assert_eq!(old.code, Some(409));
+        assert_eq!(old.path.resource.as_str(), "jobs");
+        assert_eq!(old.path.namespace.as_str(), "e2e-tests-job-ljba5");
+        assert_eq!(old.path.name.as_str(), "rand-local");
+        assert_eq!(old.path.subresource.as_str(), "status");
+        let client = api_call_from_text("I0523 15:43:40.673733       1 round_trippers.go:443] GET https://10.96.0.1:443/api/v1/namespaces/kube-system/configmaps/leader 200 OK in 5 milliseconds").unwrap();
+        assert_eq!(client.verb, "get");
+        assert_eq!(client.code, Some(200));
+        assert_eq!(client.path.name.as_str(), "leader");
+        let structured = api_call_from_text(r#"I0311 02:35:26.041556       1 httplog.go:131] "HTTP" verb="PUT" URI="/apis/ray.io/v1/namespaces/default/rayservices/rs/status" latency="10.397049ms" userAgent="kuberay-operator" resp=409"#).unwrap();
+        assert_eq!(structured.verb, "update");
+        assert_eq!(structured.code, Some(409));
+        assert_eq!(structured.path.resource.as_str(), "rayservices");
+        assert_eq!(api_call_from_text("GET the book from /shelf"), None);
+        assert_eq!(api_call_from_text("PUT"), None);
+    }
     use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
     use opscope_proto::otlp::common::v1::{AnyValue, any_value::Value};
     use opscope_proto::otlp::trace::v1::Span;

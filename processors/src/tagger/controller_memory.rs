@@ -69,14 +69,32 @@ impl ControllerMemory {
     }
 }
 
+/// The last labels of API groups (`kf.dev`, `ray.io`).
+const TOP_LEVEL_DOMAINS: &[&str] = &["dev", "io", "com", "sh", "org", "net", "cloud", "ai"];
+
 /// The Kind, or the plural resource, a controller's name suggests: controller-runtime
 /// names controllers after the lowercase Kind (`serverclass`), Knative after the
 /// resource (`spaces.kf.dev`, `subscription-controller`), Crossplane
 /// `managed/cloudsqlinstance`. `(kind, resource)`: one of the two.
 pub fn guess_from_controller(controller: &str) -> Option<(Option<&str>, Option<&str>)> {
     let last = controller.rsplit('/').next()?;
-    let (head, qualified) = match last.split_once('.') {
-        Some((head, _)) => (head, true),
+    let (head, qualified) = match last.rsplit_once('.') {
+        // `spaces.kf.dev`: a resource and its API group.
+        Some((_, top)) if TOP_LEVEL_DOMAINS.contains(&top) => {
+            (last.split('.').next().unwrap_or(last), true)
+        }
+        // A Go package path (`github.com.tektoncd.pipeline.pkg.reconciler.pipelinerun
+        // .Reconciler`): the last segment that is not `Reconciler`.
+        Some(_) => (
+            last.split('.')
+                .rev()
+                .find(|segment| {
+                    !segment.eq_ignore_ascii_case("reconciler")
+                        && !segment.eq_ignore_ascii_case("controller")
+                })
+                .unwrap_or(last),
+            false,
+        ),
         None => (last, false),
     };
     let bare = [
@@ -122,6 +140,12 @@ mod tests {
         assert_eq!(
             guess_from_controller("managed/cloudsqlinstance"),
             Some((Some("cloudsqlinstance"), None))
+        );
+        assert_eq!(
+            guess_from_controller(
+                "github.com.tektoncd.pipeline.pkg.reconciler.pipelinerun.Reconciler"
+            ),
+            Some((Some("pipelinerun"), None))
         );
         assert_eq!(guess_from_controller("x"), None);
         assert_eq!(guess_from_controller("a b"), None);

@@ -15,7 +15,7 @@ use opscope_proto::otlp::trace::v1::Span;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 use serde::Deserialize;
 
-use super::api::{ApiCall, api_call_from_span};
+use super::api::{ApiCall, api_call_from_span, api_call_from_text};
 use super::audit::{AuditFacts, parse_audit, parse_audit_line};
 use super::conflict::{Conflict, find_conflict, namespace_in};
 use super::controller_memory::{ControllerMemory, guess_from_controller};
@@ -273,6 +273,10 @@ impl OperatorTagger {
             write_context(attributes, context.names());
         }
         write_log_facts(attributes, &facts);
+        // client-go and kube-apiserver request lines are API calls, with their object.
+        if let Some(call) = body.and_then(api_call_from_text) {
+            write_api_call(attributes, &call);
+        }
         if let Some(conflict) = conflict {
             if get_str(attributes, API_NAMESPACE).is_none()
                 && let Some(namespace) = body

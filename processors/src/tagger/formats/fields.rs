@@ -171,6 +171,7 @@ fn rule_for(key: &str) -> Option<Rule> {
         "reconcileID" => states(Fact::ReconcileId, 2),
         semconv::CONTROLLER => states(Fact::Controller, 0),
         "controller" => states(Fact::Controller, 1),
+        "knative.dev/controller" => states(Fact::Controller, 2),
         semconv::OBJECT_GROUP => states(Fact::Group, RANK_OWN_ATTRIBUTE),
         "controllerGroup" => states(Fact::Group, 1),
         "reconciler group" | "reconcilerGroup" => states(Fact::Group, 2),
@@ -336,6 +337,16 @@ impl<'a> Found<'a> {
         ];
         for (slot, fact) in text_facts {
             fill(slot, || self.best_str(fact).map(str::to_string));
+        }
+        // `"name": "ns/name"` (manifestival and others): the namespace is in the name.
+        if let Some((namespace, name)) = facts.name.as_deref().and_then(|n| n.split_once('/'))
+            && !namespace.is_empty()
+            && !name.is_empty()
+            && !name.contains('/')
+        {
+            let (namespace, name) = (namespace.to_string(), name.to_string());
+            facts.namespace.get_or_insert(namespace);
+            facts.name = Some(name);
         }
         if facts.message.is_empty() {
             facts.message = self.best_str(Fact::Message).unwrap_or_default().to_string();

@@ -13,6 +13,29 @@ pub struct MessageObject<'a> {
 
 /// Words after which a lowercase word is the Kind of the object that follows
 /// (`Error syncing deployment ns/name`).
+/// Built-in kinds as messages write them in lowercase (`acquired lease ns/name`).
+const LOWERCASE_KINDS: &[&str] = &[
+    "pod",
+    "deployment",
+    "statefulset",
+    "daemonset",
+    "replicaset",
+    "job",
+    "cronjob",
+    "service",
+    "configmap",
+    "secret",
+    "lease",
+    "endpoints",
+    "ingress",
+    "node",
+    "namespace",
+    "persistentvolumeclaim",
+    "pvc",
+    "serviceaccount",
+    "certificate",
+];
+
 const VERBS: &[&str] = &[
     "syncing",
     "reconciling",
@@ -93,17 +116,19 @@ fn kind_then_path(message: &str) -> Option<MessageObject<'_>> {
             .and_then(|before| words.get(before))
             .is_some_and(|verb| VERBS.contains(&verb.to_ascii_lowercase().as_str()));
         let kind_like = is_kind(kind)
+            || LOWERCASE_KINDS.contains(&kind)
             || (after_verb && kind.bytes().all(|b| b.is_ascii_lowercase()) && !kind.is_empty());
         kind_like.then(|| path_object(Some(kind), path)).flatten()
     })
 }
 
-/// A quoted `"ns/name"` or `'ns/name'` anywhere (`Re-queuing item "default/example"`).
+/// A quoted or bracketed `"ns/name"`, `'ns/name'`, `[ns/name]` anywhere
+/// (`Re-queuing item "default/example"`, Knative's `[ns/name] message`).
 fn quoted_path(message: &str) -> Option<MessageObject<'_>> {
     message
         .split_whitespace()
-        .filter(|word| word.starts_with(['"', '\'']))
-        .map(unquote)
+        .filter(|word| word.starts_with(['"', '\'', '[']))
+        .map(|word| unquote(word.trim_start_matches('[').trim_end_matches(']')))
         .filter(|word| word.contains('/'))
         .find_map(|path| path_object(None, path))
 }
@@ -209,6 +234,26 @@ pub fn api_error_object(message: &str) -> Option<(&str, &str)> {
         }
     }
     None
+}
+
+/// The namespace a message names on its own: `in namespace X`, `Namespace/X`.
+pub fn namespace_phrase(message: &str) -> Option<&str> {
+    let head = cut(message, 1024);
+    let words: Vec<&str> = head.split_whitespace().collect();
+    words.iter().enumerate().find_map(|(at, word)| {
+        let candidate = if let Some(rest) = word.strip_prefix("Namespace/") {
+            rest
+        } else if word.eq_ignore_ascii_case("namespace")
+            && at > 0
+            && words[at - 1].eq_ignore_ascii_case("in")
+        {
+            words.get(at + 1)?
+        } else {
+            return None;
+        };
+        let candidate = unquote(candidate);
+        is_name(candidate).then_some(candidate)
+    })
 }
 
 fn path_object<'a>(kind: Option<&'a str>, path: &'a str) -> Option<MessageObject<'a>> {

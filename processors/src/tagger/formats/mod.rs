@@ -101,6 +101,12 @@ impl LogFacts {
                 self.kind = object.kind.map(str::to_string);
             }
         }
+        if self.name.is_some()
+            && self.namespace.is_none()
+            && let Some(namespace) = message_object::namespace_phrase(&self.message)
+        {
+            self.namespace = Some(namespace.to_string());
+        }
         if self.kind.is_none()
             && let Some((resource, name)) = message_object::api_error_object(&self.message)
             && self.name.as_deref().is_none_or(|known| known == name)
