@@ -19,7 +19,9 @@ use super::api::{ApiCall, api_call_from_span, api_call_from_text};
 use super::audit::{AuditFacts, parse_audit, parse_audit_line};
 use super::conflict::{Conflict, find_conflict, namespace_in};
 use super::controller_memory::{ControllerMemory, guess_from_controller};
-use super::formats::{LogFacts, LogOutcome, is_continuation, recognize_line};
+use super::formats::{
+    LogFacts, LogFormatConfig, LogOutcome, UserFormats, is_continuation, recognize_line_with,
+};
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
 use crate::kinds::singular_of_resource;
@@ -46,6 +48,8 @@ pub struct TaggerConfig {
     /// attributes when they are not written; leaving them out makes tagging and export
     /// cheaper and the stored spans smaller, at the cost of searching by them.
     pub api_attributes: bool,
+    /// Formats of operator log lines the built-in ones do not read, tried first.
+    pub log_formats: Vec<LogFormatConfig>,
 }
 
 impl Default for TaggerConfig {
@@ -55,6 +59,7 @@ impl Default for TaggerConfig {
             max_traces: 10_000,
             trace_ttl: Duration::from_secs(300),
             api_attributes: true,
+            log_formats: Vec::new(),
         }
     }
 }
@@ -69,6 +74,8 @@ impl TaggerConfig {
         if self.max_traces == 0 {
             return Err(FieldError::new("max_traces", "must be at least 1"));
         }
+        UserFormats::compile(&self.log_formats)
+            .map_err(|e| FieldError::new(format!("log_formats{}", e.field), e.message))?;
         Ok(())
     }
 }
@@ -80,6 +87,7 @@ pub struct OperatorTagger {
     operators: Arc<OperatorResolver>,
     traces: Arc<Mutex<TraceMap>>,
     controllers: Arc<Mutex<ControllerMemory>>,
+    formats: Arc<UserFormats>,
     api_attributes: bool,
 }
 
@@ -92,6 +100,8 @@ impl OperatorTagger {
                 config.trace_ttl.as_nanos().min(u64::MAX as u128) as u64,
             ))),
             controllers: Arc::default(),
+            // Validated with the config; a format that does not compile reads nothing.
+            formats: Arc::new(UserFormats::compile(&config.log_formats).unwrap_or_default()),
             api_attributes: config.api_attributes,
         }
     }
@@ -251,7 +261,9 @@ impl OperatorTagger {
     }
 
     fn tag_log_record(&mut self, record: &mut LogRecord, body: Option<&str>) {
-        let mut facts = body.map(recognize_line).unwrap_or_default();
+        let mut facts = body
+            .map(|text| recognize_line_with(text, &self.formats))
+            .unwrap_or_default();
         facts_from_attributes(&record.attributes, &mut facts);
         if record.time_unix_nano == 0 {
             record.time_unix_nano = facts.time_unix_nano.unwrap_or(0);
@@ -276,6 +288,8 @@ impl OperatorTagger {
         // client-go and kube-apiserver request lines are API calls, with their object.
         if let Some(call) = body.and_then(api_call_from_text) {
             write_api_call(attributes, &call);
+        } else if facts.api_code.is_some() || facts.api_verb.is_some() {
+            write_stated_api_call(attributes, &facts);
         }
         if let Some(conflict) = conflict {
             if get_str(attributes, API_NAMESPACE).is_none()
@@ -475,6 +489,31 @@ fn tag_api_call(
         .find_map(find_conflict);
     if let Some(conflict) = conflict {
         write_conflict(&mut span.attributes, &conflict);
+    }
+}
+
+/// An API call a user format states (`code`, `verb`) about the record's object.
+fn write_stated_api_call(attributes: &mut Vec<KeyValue>, facts: &LogFacts) {
+    for (key, value) in [
+        (API_GROUP, &facts.group),
+        (API_KIND, &facts.kind),
+        (API_NAMESPACE, &facts.namespace),
+        (API_NAME, &facts.name),
+    ] {
+        if let Some(value) = value {
+            set_str(attributes, key, value);
+        }
+    }
+    // A status without a verb is most often a write's (a 409 is one).
+    let verb = facts.api_verb.as_deref().unwrap_or("update");
+    set_str(attributes, API_VERB, verb);
+    insert(attributes, OPSCOPE_RECORD, string_value(RECORD_API_CALL));
+    if let Some(code) = facts.api_code {
+        insert(
+            attributes,
+            HTTP_RESPONSE_STATUS_CODE,
+            Value::IntValue(i64::from(code)),
+        );
     }
 }
 

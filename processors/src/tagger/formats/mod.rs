@@ -18,6 +18,7 @@ mod message_object;
 mod outcome;
 mod timestamped_text;
 mod tooling_prefix;
+mod user_defined;
 
 pub use crate::timestamp::{parse_rfc3339, parse_timestamp};
 pub use continuation::is_continuation;
@@ -25,6 +26,7 @@ pub use fields::{FieldValue, facts_from_fields};
 pub use go_duration::parse_go_duration;
 pub use level::Level;
 pub use outcome::LogOutcome;
+pub use user_defined::{JsonKeys, LogFormatConfig, UserFormats};
 
 use json_line::JsonObject;
 
@@ -44,6 +46,8 @@ pub enum LogFormat {
     /// A timestamp, a level and text: log4j/logback, kopf, Strimzi, `flux logs`, zap
     /// console copied with spaces for tabs.
     TimestampedText,
+    /// A format of the config (`operator_tagger.log_formats`), by its index there.
+    UserDefined(u16),
     /// Anything else: the whole line is the message.
     #[default]
     Plain,
@@ -73,6 +77,10 @@ pub struct LogFacts {
     pub outcome: Option<LogOutcome>,
     /// The message is the first line of a reconcile (`Reconciling …`).
     pub starts_reconcile: bool,
+    /// The HTTP status of an API call the record reports (a user format's `code`).
+    pub api_code: Option<u16>,
+    /// The verb of an API call the record reports (a user format's `verb`).
+    pub api_verb: Option<String>,
 }
 
 impl LogFacts {
@@ -124,6 +132,20 @@ impl LogFacts {
         }
         self.starts_reconcile = self.outcome.is_none() && LogOutcome::is_start(&self.message);
     }
+}
+
+/// Reads one log line with the user's formats first, then the built-in ones.
+pub fn recognize_line_with(line: &str, formats: &UserFormats) -> LogFacts {
+    if !formats.is_empty() {
+        let without_colours = ansi::strip_ansi(line);
+        let text = tooling_prefix::strip_borders(&without_colours);
+        if let Some(mut facts) = formats.recognize(text) {
+            facts.infer_outcome();
+            facts.find_object_in_message();
+            return facts;
+        }
+    }
+    recognize_line(line)
 }
 
 /// Reads one log line in whichever recognised format it is written; a line in no
