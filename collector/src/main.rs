@@ -68,6 +68,12 @@ enum Command {
         /// Config whose `operator_tagger` and `correlator` settings to use.
         #[arg(short, long)]
         config: Option<PathBuf>,
+        /// After the signals, explain what was read: records recognised and not
+        /// understood per file, the commonest lines not understood, the objects seen
+        /// and the detector closest to firing (stderr; with `--format json`, a final
+        /// `{"explain": …}` line).
+        #[arg(long)]
+        explain: bool,
         /// Files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
@@ -115,8 +121,9 @@ fn main() -> ExitCode {
             format,
             at,
             config,
+            explain,
             paths,
-        } => analyze(format, at.as_deref(), config.as_ref(), paths),
+        } => analyze(format, at.as_deref(), config.as_ref(), explain, paths),
     }
 }
 
@@ -148,6 +155,7 @@ fn analyze(
     format: Format,
     at: Option<&str>,
     config: Option<&PathBuf>,
+    explain: bool,
     paths: Vec<PathBuf>,
 ) -> ExitCode {
     let at = match at.map(|text| parse_rfc3339(text).ok_or(text)).transpose() {
@@ -169,6 +177,7 @@ fn analyze(
         at,
         tagger,
         correlator,
+        explain,
     };
     let mut analysis = match opscope::analyze::analyze(options) {
         Ok(analysis) => analysis,
@@ -192,6 +201,17 @@ fn analyze(
             )
         }
     };
+    let written = written.and_then(|()| match (&analysis.explanation, format) {
+        (Some(explanation), Format::Json) => {
+            let line = serde_json::json!({ "explain": explanation });
+            writeln!(stdout, "{line}")
+        }
+        (Some(explanation), Format::Table) => {
+            eprint!("{}", explanation.table());
+            Ok(())
+        }
+        (None, _) => Ok(()),
+    });
     if format == Format::Json {
         eprintln!(
             "{}",

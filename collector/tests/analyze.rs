@@ -327,3 +327,51 @@ fn a_bad_user_defined_format_is_refused_with_its_path() {
         "{stderr}"
     );
 }
+
+#[test]
+fn explain_says_what_was_read_and_what_came_closest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let logs = dir.path().join("operator.log");
+    // Generated: ten reconciles of one RayJob in zap JSON, and lines in no known shape.
+    let mut lines = String::new();
+    for second in 0..10 {
+        lines.push_str(&format!(
+            "{{\"level\":\"info\",\"ts\":\"2024-05-01T12:00:{second:02}Z\",\"msg\":\"Reconcile successful\",\"controller\":\"rayjob\",\"controllerKind\":\"RayJob\",\"namespace\":\"ml\",\"name\":\"train\",\"reconcileID\":\"r{second}\"}}\n"
+        ));
+        lines.push_str(&format!("@@ widget {second} frobnicated\n"));
+    }
+    std::fs::write(&logs, lines).expect("write log");
+    let path = logs.display().to_string();
+    let table = analyze(&["--explain", &path]);
+    assert!(table.status.success());
+    let stderr = String::from_utf8_lossy(&table.stderr);
+    assert!(
+        stderr.contains(
+            "20 records; recognised: json 10; attributed to an object: 10; not understood: 10"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("10 × @@ widget <n> frobnicated"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("RayJob ml/train: 10 reconciles, peak 10"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .contains("closest to firing: reconcile_loop on RayJob ml/train: 10 of the 30 needed"),
+        "{stderr}"
+    );
+    let json = analyze(&["--format", "json", "--explain", &path]);
+    assert!(json.status.success());
+    let stdout = String::from_utf8_lossy(&json.stdout);
+    let last: Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(last["explain"]["files"][0]["not_understood"], 10);
+    assert_eq!(last["explain"]["closest"]["detector"], "reconcile_loop");
+    assert_eq!(last["explain"]["not_understood_shapes"][0]["count"], 10);
+    // Without the flag, no explanation is printed.
+    let plain = analyze(&["--format", "json", &path]);
+    assert!(String::from_utf8_lossy(&plain.stdout).trim().is_empty());
+}

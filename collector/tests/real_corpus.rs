@@ -279,6 +279,7 @@ fn reported(entry: &Entry) -> Vec<String> {
         at: None,
         tagger: TaggerConfig::default(),
         correlator: CorrelatorConfig::default(),
+        explain: false,
     })
     .unwrap_or_else(|err| panic!("{}: {err}", entry.file));
     let mut kinds: Vec<String> = analysis

@@ -53,6 +53,7 @@ proptest! {
             at: None,
             tagger: TaggerConfig::default(),
             correlator: CorrelatorConfig::default(),
+            explain: false,
         });
         prop_assert!(analysis.is_ok());
         if let Ok(analysis) = analysis {

@@ -1,6 +1,7 @@
 //! `opscope analyze`: replays captured files through the same tagger and correlator
 //! as the live agent and reports the signals with their evidence and hints.
 
+pub mod explain;
 #[cfg(test)]
 mod fuzz_tests;
 pub mod input;
@@ -12,13 +13,15 @@ use std::path::{Path, PathBuf};
 use opscope_processors::Telemetry;
 use opscope_processors::correlator::events::{Event, Nanos, ObjectEventKind};
 use opscope_processors::correlator::{Correlator, CorrelatorConfig, Signal};
-use opscope_processors::semconv::{LOG_SOURCE, SERVICE_NAME};
+use opscope_processors::semconv::{API_NAME, LOG_SOURCE, OBJECT_NAME, SERVICE_NAME};
+use opscope_processors::tagger::formats::UserFormats;
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, any_value};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::resource::v1::Resource;
 
+use explain::{Explainer, Explanation};
 use input::{InputError, Line, classify, collect_files, read_lines};
 
 use crate::receivers::filelog::pod::{PodIdentity, string_attribute};
@@ -32,6 +35,8 @@ pub struct Analysis {
     /// The final state of every signal that fired, by id.
     pub signals: Vec<Signal>,
     pub totals: Totals,
+    /// What was read and how close the detectors came, with `explain`.
+    pub explanation: Option<Explanation>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -53,23 +58,30 @@ pub struct Options {
     pub at: Option<Nanos>,
     pub tagger: TaggerConfig,
     pub correlator: CorrelatorConfig,
+    /// Gather an [`Explanation`] of what was read.
+    pub explain: bool,
 }
 
 pub fn analyze(options: Options) -> Result<Analysis, InputError> {
     let mut tagger = OperatorTagger::new(&options.tagger);
     let mut totals = Totals::default();
     let mut events = Vec::new();
+    let mut explainer = options.explain.then(|| {
+        Explainer::new(UserFormats::compile(&options.tagger.log_formats).unwrap_or_default())
+    });
     for file in collect_files(&options.paths)? {
         totals.files += 1;
-        read_file(&file, &mut tagger, &mut events, &mut totals)?;
+        read_file(&file, &mut tagger, &mut events, &mut totals, &mut explainer)?;
     }
     // Files interleave in time: replay every event in event-time order.
     events.sort_by_key(Event::time);
     totals.events = events.len() as u64;
     count_evidence(&events, &mut totals);
+    let explanation = explainer.map(|explainer| explainer.finish(&events, &options.correlator));
     Ok(Analysis {
         signals: replay(events, options.at, options.correlator),
         totals,
+        explanation,
     })
 }
 
@@ -119,9 +131,13 @@ fn read_file(
     tagger: &mut OperatorTagger,
     events: &mut Vec<Event>,
     totals: &mut Totals,
+    explainer: &mut Option<Explainer>,
 ) -> Result<(), InputError> {
     let resource = file_resource(path);
     let source = path.display().to_string();
+    if let Some(explainer) = explainer {
+        explainer.start_file(&source);
+    }
     let mut chunk = LogChunk::new(resource);
     let mut partial: Option<(usize, String, u64)> = None;
     read_lines(path, |number, line, cut| {
@@ -157,35 +173,55 @@ fn read_file(
                 if more {
                     partial = Some((first, text, time));
                 } else {
+                    explain_line(explainer, &text);
                     chunk.push(text, time, format!("{source}:{first}"));
                 }
             }
-            Line::Text(text) => chunk.push(text, 0, format!("{source}:{number}")),
+            Line::Text(text) => {
+                explain_line(explainer, &text);
+                chunk.push(text, 0, format!("{source}:{number}"));
+            }
             Line::Traces(mut request) => {
+                explain_structured(explainer, request.item_count());
                 totals.records += request.item_count() as u64;
                 request.tag(tagger);
                 request.correlator_events(events);
             }
             Line::Logs(mut request) => {
+                explain_structured(explainer, request.item_count());
                 totals.records += request.item_count() as u64;
                 request.tag(tagger);
                 request.correlator_events(events);
             }
             Line::Metrics(mut request) => {
+                explain_structured(explainer, request.item_count());
                 totals.records += request.item_count() as u64;
                 request.tag(tagger);
                 request.correlator_events(events);
             }
         }
         if chunk.is_full() {
-            chunk.flush(tagger, events, totals);
+            chunk.flush(tagger, events, totals, explainer);
         }
     })?;
     if let Some((first, text, time)) = partial {
+        explain_line(explainer, &text);
         chunk.push(text, time, format!("{source}:{first}"));
     }
-    chunk.flush(tagger, events, totals);
+    chunk.flush(tagger, events, totals, explainer);
     Ok(())
+}
+
+fn explain_line(explainer: &mut Option<Explainer>, text: &str) {
+    if let Some(explainer) = explainer {
+        explainer.line(text);
+    }
+}
+
+fn explain_structured(explainer: &mut Option<Explainer>, records: usize) {
+    if let Some(explainer) = explainer {
+        explainer.structured("otlp", records as u64);
+    }
 }
 
 /// Log lines of one file waiting to be tagged together.
@@ -219,7 +255,13 @@ impl LogChunk {
     }
 
     /// Tags the lines and turns them into events.
-    fn flush(&mut self, tagger: &mut OperatorTagger, events: &mut Vec<Event>, totals: &mut Totals) {
+    fn flush(
+        &mut self,
+        tagger: &mut OperatorTagger,
+        events: &mut Vec<Event>,
+        totals: &mut Totals,
+        explainer: &mut Option<Explainer>,
+    ) {
         if self.records.is_empty() {
             return;
         }
@@ -240,9 +282,20 @@ impl LogChunk {
             .iter()
             .flat_map(|r| &r.scope_logs)
             .flat_map(|s| &s.log_records);
-        totals.untimed += records
-            .filter(|r| r.time_unix_nano == 0 && r.observed_time_unix_nano == 0)
-            .count() as u64;
+        let mut untimed = 0;
+        let mut attributed = 0;
+        for record in records {
+            untimed += u64::from(record.time_unix_nano == 0 && record.observed_time_unix_nano == 0);
+            let names_object = record
+                .attributes
+                .iter()
+                .any(|kv| kv.key == OBJECT_NAME || kv.key == API_NAME);
+            attributed += u64::from(names_object);
+        }
+        totals.untimed += untimed;
+        if let Some(explainer) = explainer {
+            explainer.attributed(attributed);
+        }
         request.correlator_events(events);
     }
 }
