@@ -20,7 +20,8 @@ use super::audit::{AuditFacts, parse_audit, parse_audit_line};
 use super::conflict::{Conflict, find_conflict, namespace_in};
 use super::controller_memory::{ControllerMemory, guess_from_controller};
 use super::formats::{
-    LogFacts, LogFormatConfig, LogOutcome, UserFormats, is_continuation, recognize_line_with,
+    LogFacts, LogFormatConfig, LogOutcome, OpenJson, UserFormats, is_continuation,
+    joined_is_object, recognize_line_with,
 };
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
@@ -141,7 +142,7 @@ impl OperatorTagger {
             facts.kind = from_conflict
                 .or_else(|| memory.kind_of(&controller).map(str::to_string))
                 .or_else(|| {
-                    let controller = facts.controller.as_deref()?;
+                    let controller = facts.controller.as_deref().or(facts.logger.as_deref())?;
                     match guess_from_controller(controller)? {
                         (Some(kind), _) => Some(kind.to_string()),
                         (None, resource) => resource.map(singular_of_resource),
@@ -232,8 +233,32 @@ impl OperatorTagger {
     /// splits audit event lists into one record per event.
     fn tag_log_records(&mut self, records: Vec<LogRecord>) -> Vec<LogRecord> {
         let mut tagged: Vec<LogRecord> = Vec::with_capacity(records.len());
+        // The records of a JSON object still open, with their text so far.
+        let mut open: Option<(Vec<LogRecord>, String, OpenJson)> = None;
         for mut record in records {
             let body = body_text(&record).map(str::to_string);
+            if let Some((parts, joined, json)) = &mut open
+                && let Some(text) = &body
+                && !json.ends_before(text, joined.len())
+            {
+                joined.push_str(text);
+                parts.push(record);
+                if json.feed(text)
+                    && let Some((parts, joined, _)) = open.take()
+                {
+                    self.tag_joined(parts, joined, &mut tagged);
+                }
+                continue;
+            }
+            if let Some((parts, joined, _)) = open.take() {
+                self.tag_joined(parts, joined, &mut tagged);
+            }
+            if let Some(text) = &body
+                && let Some(json) = OpenJson::opened_by(text)
+            {
+                open = Some((vec![record], text.clone(), json));
+                continue;
+            }
             if let Some(text) = &body {
                 if is_continuation(text)
                     && let Some(previous) = tagged.last_mut().filter(|p| joins(p))
@@ -257,7 +282,36 @@ impl OperatorTagger {
             self.tag_log_record(&mut record, body.as_deref());
             tagged.push(record);
         }
+        if let Some((parts, joined, _)) = open.take() {
+            self.tag_joined(parts, joined, &mut tagged);
+        }
         tagged
+    }
+
+    /// Tags the records of a JSON object cut across lines (see [`OpenJson`]) as one
+    /// when their text joins into an object, else each as it is.
+    fn tag_joined(
+        &mut self,
+        mut parts: Vec<LogRecord>,
+        joined: String,
+        tagged: &mut Vec<LogRecord>,
+    ) {
+        if parts.len() > 1 && joined_is_object(&joined) {
+            parts.truncate(1);
+            if let Some(mut record) = parts.pop() {
+                self.tag_log_record(&mut record, Some(&joined));
+                record.body = Some(AnyValue {
+                    value: Some(Value::StringValue(joined)),
+                });
+                tagged.push(record);
+            }
+            return;
+        }
+        for mut record in parts {
+            let body = body_text(&record).map(str::to_string);
+            self.tag_log_record(&mut record, body.as_deref());
+            tagged.push(record);
+        }
     }
 
     fn tag_log_record(&mut self, record: &mut LogRecord, body: Option<&str>) {

@@ -1462,3 +1462,23 @@ fn configuration_is_validated() {
     );
     assert!(TaggerConfig::default().validate().is_ok());
 }
+
+#[test]
+fn a_json_object_cut_across_lines_is_one_record() {
+    // Pretty-printed, as flux source-controller #758 pastes it, then hard-wrapped
+    // inside a value, then a line left open that never closes.
+    let text = "{\n  \"level\": \"info\",\n  \"ts\": \"2022-06-03T11:28:35.541Z\",\n  \"msg\": \"Reconciliation finished\",\n  \"reconciler kind\": \"GitRepository\",\n  \"name\": \"msdemo\",\n  \"namespace\": \"msdemo\"\n}\n2024-09-06T14:53:43Z\tDEBUG\tprovider-aws\tReconciling\t{\"controller\": \"managed/networkacl\", \"request\": {\"name\":\"rg-network\n-k2rbw\"}}\n{\"level\":\"info\",\"ts\":\nStarting manager";
+    let records = tagged_lines(text);
+    assert_eq!(records.len(), 4, "{records:#?}");
+    assert_strings(
+        &records[0].attributes,
+        &[
+            (OBJECT_KIND, "GitRepository"),
+            (OBJECT_NAMESPACE, "msdemo"),
+            (OBJECT_NAME, "msdemo"),
+        ],
+    );
+    assert_strings(&records[1].attributes, &[(OBJECT_NAME, "rg-network-k2rbw")]);
+    assert_eq!(body_text(&records[2]), Some("{\"level\":\"info\",\"ts\":"));
+    assert_eq!(body_text(&records[3]), Some("Starting manager"));
+}

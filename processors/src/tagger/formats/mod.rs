@@ -8,6 +8,7 @@ mod fields;
 #[cfg(test)]
 mod fixtures;
 mod go_duration;
+mod json_join;
 mod json_line;
 mod klog;
 mod kube_rs;
@@ -24,6 +25,7 @@ pub use crate::timestamp::{parse_rfc3339, parse_timestamp};
 pub use continuation::is_continuation;
 pub use fields::{FieldValue, facts_from_fields};
 pub use go_duration::parse_go_duration;
+pub use json_join::{OpenJson, joined_is_object};
 pub use level::Level;
 pub use outcome::LogOutcome;
 pub use user_defined::{JsonKeys, LogFormatConfig, UserFormats};
@@ -188,10 +190,11 @@ fn recognize_trimmed(line: &str) -> LogFacts {
         return recognize_json(&object);
     }
     controller_runtime::recognize_console(line)
+        .or_else(|| timestamped_text::recognize_spaced_console(line))
         .or_else(|| kube_rs::recognize_text(line))
         .or_else(|| klog::recognize(line))
         .or_else(|| logfmt::recognize(line))
-        .or_else(|| timestamped_text::recognize(line))
+        .or_else(|| timestamped_text::recognize(line).map(|read| read.facts))
         .unwrap_or_else(|| plain(line))
 }
 

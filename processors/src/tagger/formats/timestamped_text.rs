@@ -14,13 +14,28 @@ use crate::timestamp::parse_timestamp;
 /// Words between the timestamp and the level at most (a logger, a thread).
 const MAX_WORDS_BEFORE_LEVEL: usize = 2;
 
+/// The facts of a zap console line whose tabs became spaces: a timestamped text line
+/// that ends with a JSON context. Tried before kube-rs text, which reads the same start.
+pub fn recognize_spaced_console(line: &str) -> Option<LogFacts> {
+    if !line.trim_end().ends_with('}') || line.contains('\t') {
+        return None;
+    }
+    let facts = recognize(line)?;
+    facts.has_context.then_some(facts.facts)
+}
+
 /// The facts of a timestamped text line; `None` unless the line starts with a
 /// timestamp (optionally in brackets) and a level word follows within two words.
-pub fn recognize(line: &str) -> Option<LogFacts> {
+pub fn recognize(line: &str) -> Option<Recognized> {
     let (time, after_time) = leading_timestamp(line)?;
     let (logger, level, after_level) = level_word(after_time)?;
     let (text, context) = split_context(after_level);
     let (column_logger, message) = message_of(text);
+    // `flux logs` writes the object where log4j writes the logger: keep it in the text.
+    let (column_logger, message) = match column_logger {
+        Some(subject) if subject.contains('/') => (None, text.trim()),
+        other => (other, message),
+    };
     let mut facts = LogFacts {
         time_unix_nano: Some(time),
         level: Some(level),
@@ -28,10 +43,17 @@ pub fn recognize(line: &str) -> Option<LogFacts> {
         message: message.to_string(),
         ..LogFacts::of_format(LogFormat::TimestampedText)
     };
+    let has_context = context.is_some();
     if let Some(context) = context {
         facts_from_fields(json_fields(&context), &mut facts);
     }
-    Some(facts)
+    Some(Recognized { facts, has_context })
+}
+
+/// A timestamped text line read, and whether it ended with a JSON context.
+pub struct Recognized {
+    pub facts: LogFacts,
+    has_context: bool,
 }
 
 /// The time of a leading `2024-05-30 11:37:18,581`, `2024-05-30T11:37:18Z` or either
@@ -134,7 +156,8 @@ mod tests {
         let facts = recognize(
             "2021-02-26 06:43:06 INFO  AbstractOperator:318 - Reconciliation #4854(timer) Kafka(default/tom-kafka): reconciled",
         )
-        .unwrap();
+        .unwrap()
+        .facts;
         assert_eq!(facts.level, Some(Level::Info));
         assert_eq!(facts.logger.as_deref(), Some("AbstractOperator:318"));
         assert_eq!(
@@ -145,7 +168,7 @@ mod tests {
             facts.time_unix_nano,
             parse_timestamp("2021-02-26T06:43:06Z")
         );
-        let quarkus = recognize("2024-05-30 11:37:18,581 INFO  [org.key.ope.con.KeycloakDeployment] (ReconcilerExecutor-keycloakcontroller-61) Trying to fetch existing Deployment from the API").unwrap();
+        let quarkus = recognize("2024-05-30 11:37:18,581 INFO  [org.key.ope.con.KeycloakDeployment] (ReconcilerExecutor-keycloakcontroller-61) Trying to fetch existing Deployment from the API").unwrap().facts;
         assert_eq!(quarkus.level, Some(Level::Info));
         assert!(
             quarkus
@@ -156,7 +179,7 @@ mod tests {
 
     #[test]
     fn kopf() {
-        let facts = recognize("[2026-04-20 15:15:42,659] kopf.objects         [INFO    ] [tenant1/platform1] Handler 'delete_lease' succeeded.").unwrap();
+        let facts = recognize("[2026-04-20 15:15:42,659] kopf.objects         [INFO    ] [tenant1/platform1] Handler 'delete_lease' succeeded.").unwrap().facts;
         assert_eq!(facts.logger.as_deref(), Some("kopf.objects"));
         assert_eq!(facts.level, Some(Level::Info));
         assert_eq!(
@@ -167,7 +190,7 @@ mod tests {
 
     #[test]
     fn zap_console_copied_with_spaces() {
-        let facts = recognize("2020-07-22T11:48:27.994+0200    DEBUG   controller-runtime.controller   Successfully Reconciled {\"controller\": \"endpoints\", \"request\": \"kube-system/kube-scheduler\"}").unwrap();
+        let facts = recognize("2020-07-22T11:48:27.994+0200    DEBUG   controller-runtime.controller   Successfully Reconciled {\"controller\": \"endpoints\", \"request\": \"kube-system/kube-scheduler\"}").unwrap().facts;
         assert_eq!(
             facts.logger.as_deref(),
             Some("controller-runtime.controller")
@@ -175,6 +198,20 @@ mod tests {
         assert_eq!(facts.message, "Successfully Reconciled");
         assert_eq!(facts.controller.as_deref(), Some("endpoints"));
         assert_eq!(facts.name.as_deref(), Some("kube-scheduler"));
+        let crossplane = r#"2020-01-26T19:41:59.183-0800    DEBUG   stack-gcp       Reconciling     {"controller": "claimscheduling/postgresqlinstance", "request": "default/app-postgresql"}"#;
+        let facts = recognize_spaced_console(crossplane).unwrap();
+        assert_eq!(
+            facts.controller.as_deref(),
+            Some("claimscheduling/postgresqlinstance")
+        );
+        assert_eq!(facts.namespace.as_deref(), Some("default"));
+        assert_eq!(facts.name.as_deref(), Some("app-postgresql"));
+        assert!(
+            recognize_spaced_console(
+                "2024-05-01T12:00:00Z  INFO reconciling object{object.ref=a}: x: y"
+            )
+            .is_none()
+        );
     }
 
     #[test]
