@@ -375,3 +375,32 @@ fn explain_says_what_was_read_and_what_came_closest() {
     let plain = analyze(&["--format", "json", &path]);
     assert!(String::from_utf8_lossy(&plain.stdout).trim().is_empty());
 }
+
+#[test]
+fn a_deletion_the_logs_keep_reporting_is_a_finalizer_leak() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let logs = dir.path().join("kafka-operator.log");
+    // Generated, in the shape of koperator #262: the operator says every 30 s for
+    // eight minutes that the KafkaCluster is marked for deletion and waits.
+    let mut lines = String::new();
+    for tick in 0..16 {
+        let (minute, second) = (tick / 2, (tick % 2) * 30);
+        lines.push_str(&format!(
+            "{{\"level\":\"info\",\"ts\":\"2024-05-01T12:{minute:02}:{second:02}Z\",\"logger\":\"controllers.KafkaCluster\",\"msg\":\"KafkaCluster is marked for deletion, checking for children\",\"kafkacluster\":\"kafka/kafka\"}}\n"
+        ));
+    }
+    std::fs::write(&logs, lines).expect("write log");
+    let output = analyze(&["--format", "json", &logs.display().to_string()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let signals: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    assert_eq!(signals.len(), 1, "{signals:#?}");
+    assert_eq!(signals[0]["signal"], "finalizer_leak");
+    assert_eq!(object(&signals[0]).2, "kafka");
+}

@@ -15,15 +15,21 @@ struct Remembered {
     logs_ends: bool,
 }
 
+/// Objects whose deletion the logs told of, remembered at most.
+pub const MAX_DELETIONS: usize = 4096;
+
 #[derive(Debug)]
 pub struct ControllerMemory {
     controllers: HashMap<Box<str>, Remembered>,
+    /// When the logs first said an object (`kind/namespace/name`) was being deleted.
+    deletions: HashMap<Box<str>, u64>,
 }
 
 impl Default for ControllerMemory {
     fn default() -> Self {
         Self {
             controllers: HashMap::new(),
+            deletions: HashMap::new(),
         }
     }
 }
@@ -58,6 +64,24 @@ impl ControllerMemory {
         if let Some(entry) = self.entry(controller) {
             entry.logs_ends = true;
         }
+    }
+
+    /// The time the logs first said the object was being deleted: the deletion
+    /// timestamp a log-only source has (a later record does not restart the clock).
+    pub fn deletion_seen(&mut self, object: &str, time: u64) -> Option<u64> {
+        if let Some(first) = self.deletions.get(object) {
+            return Some(*first);
+        }
+        if self.deletions.len() >= MAX_DELETIONS {
+            return None;
+        }
+        self.deletions.insert(object.into(), time);
+        Some(time)
+    }
+
+    /// The object's finalizer was removed: its deletion is no longer pending.
+    pub fn deletion_done(&mut self, object: &str) {
+        self.deletions.remove(object);
     }
 
     /// Whether a start line of the controller stands for its reconcile: only when
@@ -159,6 +183,15 @@ mod tests {
         assert!(!memory.start_counts("c"));
         memory.remember_kind("c", "Widget");
         assert_eq!(memory.kind_of("c"), Some("Widget"));
+    }
+
+    #[test]
+    fn a_deletion_keeps_its_first_time_until_done() {
+        let mut memory = ControllerMemory::default();
+        assert_eq!(memory.deletion_seen("k/ns/a", 10), Some(10));
+        assert_eq!(memory.deletion_seen("k/ns/a", 20), Some(10));
+        memory.deletion_done("k/ns/a");
+        assert_eq!(memory.deletion_seen("k/ns/a", 30), Some(30));
     }
 
     #[test]

@@ -20,12 +20,13 @@ use super::audit::{AuditFacts, parse_audit, parse_audit_line};
 use super::conflict::{Conflict, find_conflict, namespace_in};
 use super::controller_memory::{ControllerMemory, guess_from_controller};
 use super::formats::{
-    LogFacts, LogFormatConfig, LogOutcome, OpenJson, UserFormats, is_continuation,
+    DeletionNote, LogFacts, LogFormatConfig, LogOutcome, OpenJson, UserFormats, is_continuation,
     joined_is_object, recognize_line_with,
 };
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
-use crate::kinds::singular_of_resource;
+use crate::kinds::{plural_of_kind, singular_of_resource};
+use crate::timestamp::format_rfc3339;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::trace_map::{CONTEXT_NAMES, ReconcileContext, TraceMap};
@@ -159,6 +160,33 @@ impl OperatorTagger {
             }
         } else if facts.starts_reconcile && !keys.iter().all(|key| memory.start_counts(key)) {
             facts.starts_reconcile = false;
+        }
+    }
+
+    /// The deletion a record's words tell of: a deletion timestamp (the first time
+    /// the logs said so) with a finalizer holding the object, or no finalizer left.
+    /// Logs do not name the finalizer: it is written as `unknown`.
+    fn deletion_state(&self, facts: &LogFacts, time: u64) -> Option<(Option<u64>, Vec<String>)> {
+        let note = facts.deletion?;
+        let (kind, name) = (facts.kind.as_deref()?, facts.name.as_deref()?);
+        if time == 0 {
+            return None;
+        }
+        let object = format!(
+            "{}/{}/{name}",
+            plural_of_kind(kind),
+            facts.namespace.as_deref().unwrap_or_default()
+        );
+        let mut memory = self.controllers();
+        match note {
+            DeletionNote::InProgress => {
+                let first = memory.deletion_seen(&object, time)?;
+                Some((Some(first), vec!["unknown".to_string()]))
+            }
+            DeletionNote::FinalizerRemoved => {
+                memory.deletion_done(&object);
+                Some((None, Vec::new()))
+            }
         }
     }
 
@@ -334,7 +362,19 @@ impl OperatorTagger {
             .and_then(find_conflict)
             .or_else(|| find_conflict(&facts.message));
         self.complete_from_controller(&mut facts, conflict.as_ref());
+        let time = facts.time_unix_nano.unwrap_or(record.time_unix_nano);
+        let deletion = self.deletion_state(&facts, time);
         let attributes = &mut record.attributes;
+        if let Some((deleted_at, finalizers)) = deletion {
+            if let Some(deleted_at) = deleted_at {
+                insert(
+                    attributes,
+                    OBJECT_DELETION_TIMESTAMP,
+                    string_value(format_rfc3339(deleted_at).as_str()),
+                );
+            }
+            insert(attributes, OBJECT_FINALIZERS, array_value(finalizers));
+        }
         if let Some(context) = self.traces().get(&record.trace_id) {
             write_context(attributes, context.names());
         }

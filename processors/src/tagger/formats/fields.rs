@@ -289,11 +289,30 @@ impl<'a> Found<'a> {
                 .iter()
                 .filter(|(key, _)| key.eq_ignore_ascii_case(kind))
                 .find_map(|(_, value)| value.object_or_path_name()),
-            None => self.first_object_keyed_by_kind(),
+            None => self
+                .object_keyed_by_logger_kind()
+                .or_else(|| self.first_object_keyed_by_kind()),
         };
         if let Some((namespace, name)) = named {
             self.note_namespaced(RANK_KIND_KEYED_OBJECT, namespace, name);
         }
+    }
+
+    /// kubebuilder's `controllers.KafkaCluster` logger with `"kafkacluster": "ns/name"`:
+    /// the field keyed by the Kind the logger ends with.
+    fn object_keyed_by_logger_kind(&mut self) -> Option<(Option<&'a str>, &'a str)> {
+        let logger = self.best_str(Fact::Logger)?;
+        let kind = logger.rsplit(['.', '/']).next()?;
+        if !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return None;
+        }
+        let named = self
+            .kind_keyed
+            .iter()
+            .filter(|(key, _)| key.eq_ignore_ascii_case(kind))
+            .find_map(|(_, value)| value.object_or_path_name())?;
+        self.push_str(Fact::Kind, RANK_KIND_FROM_KEY, kind);
+        Some(named)
     }
 
     fn first_object_keyed_by_kind(&mut self) -> Option<(Option<&'a str>, &'a str)> {
@@ -517,6 +536,17 @@ mod tests {
         )]);
         assert_eq!(structured.namespace.as_deref(), Some("ml"));
         assert_eq!(structured.name.as_deref(), Some("train"));
+    }
+
+    #[test]
+    fn a_field_keyed_by_the_loggers_kind() {
+        let facts = facts_of(vec![
+            ("logger", FieldValue::Str("controllers.KafkaCluster")),
+            ("kafkacluster", FieldValue::Str("kafka/kafka")),
+        ]);
+        assert_eq!(facts.kind.as_deref(), Some("KafkaCluster"));
+        assert_eq!(facts.namespace.as_deref(), Some("kafka"));
+        assert_eq!(facts.name.as_deref(), Some("kafka"));
     }
 
     #[test]

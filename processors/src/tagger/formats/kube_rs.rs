@@ -419,6 +419,7 @@ mod tests {
             message: "reconcile failed: Finalizer Error: failed to remove finalizer".into(),
             error: some("FinalizerError(RemoveFinalizer(Api(ErrorResponse { code: 409 })))"),
             outcome: Some(LogOutcome::Error),
+            deletion: Some(super::super::DeletionNote::InProgress),
             ..document("default", "lorem")
         };
         assert_eq!(kube_line(9), expected);

@@ -4,6 +4,7 @@
 mod ansi;
 mod continuation;
 mod controller_runtime;
+mod deletion;
 mod fields;
 #[cfg(test)]
 mod fixtures;
@@ -23,6 +24,7 @@ mod user_defined;
 
 pub use crate::timestamp::{parse_rfc3339, parse_timestamp};
 pub use continuation::is_continuation;
+pub use deletion::DeletionNote;
 pub use fields::{FieldValue, facts_from_fields};
 pub use go_duration::parse_go_duration;
 pub use json_join::{OpenJson, joined_is_object};
@@ -79,6 +81,8 @@ pub struct LogFacts {
     pub outcome: Option<LogOutcome>,
     /// The message is the first line of a reconcile (`Reconciling …`).
     pub starts_reconcile: bool,
+    /// What the message says of its object's deletion.
+    pub deletion: Option<DeletionNote>,
     /// The HTTP status of an API call the record reports (a user format's `code`).
     pub api_code: Option<u16>,
     /// The verb of an API call the record reports (a user format's `verb`).
@@ -133,6 +137,9 @@ impl LogFacts {
             self.outcome = LogOutcome::from_message(&self.message);
         }
         self.starts_reconcile = self.outcome.is_none() && LogOutcome::is_start(&self.message);
+        let error = self.error.as_deref().unwrap_or_default();
+        self.deletion =
+            DeletionNote::from_message(&self.message).or_else(|| DeletionNote::from_message(error));
     }
 }
 
