@@ -319,7 +319,14 @@ impl<'a> Found<'a> {
         let (key, named) = self
             .kind_keyed
             .iter()
-            .find_map(|(key, value)| Some((*key, value.object_name()?)))?;
+            .find_map(|(key, value)| Some((*key, value.object_name()?)))
+            .or_else(|| {
+                // `"IstioRevision": "default"`: a Kind key and an object's name.
+                self.kind_keyed.iter().find_map(|(key, value)| {
+                    let name = value.as_str().filter(|name| is_object_name(name))?;
+                    is_kind_key(key).then_some((*key, (None, name)))
+                })
+            })?;
         self.push_str(Fact::Kind, RANK_KIND_FROM_KEY, key);
         Some(named)
     }
@@ -426,6 +433,14 @@ fn prefixed_name_key(key: &str) -> Option<(&str, Fact)> {
         && kind.bytes().all(|b| b.is_ascii_alphabetic())
         && !SEMANTIC_CONVENTIONS.contains(&kind);
     is_kind.then_some((kind, fact))
+}
+
+/// A key that is a Kind: an uppercase letter, then letters and digits, some lowercase.
+fn is_kind_key(key: &str) -> bool {
+    key.len() >= 2
+        && key.starts_with(|c: char| c.is_ascii_uppercase())
+        && key.bytes().all(|b| b.is_ascii_alphanumeric())
+        && key.bytes().any(|b| b.is_ascii_lowercase())
 }
 
 /// A Kubernetes object name: lowercase letters, digits, `-` and `.`.
@@ -547,6 +562,18 @@ mod tests {
         assert_eq!(facts.kind.as_deref(), Some("KafkaCluster"));
         assert_eq!(facts.namespace.as_deref(), Some("kafka"));
         assert_eq!(facts.name.as_deref(), Some("kafka"));
+    }
+
+    #[test]
+    fn a_kind_key_with_a_name() {
+        let facts = facts_of(vec![
+            ("IstioRevision", FieldValue::Str("default")),
+            ("reconcileID", FieldValue::Str("7d8d")),
+        ]);
+        assert_eq!(facts.kind.as_deref(), Some("IstioRevision"));
+        assert_eq!(facts.name.as_deref(), Some("default"));
+        let prose = facts_of(vec![("Error", FieldValue::Str("something went wrong"))]);
+        assert_eq!(prose.name, None);
     }
 
     #[test]

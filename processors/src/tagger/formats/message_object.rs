@@ -36,6 +36,9 @@ const LOWERCASE_KINDS: &[&str] = &[
     "certificate",
 ];
 
+/// Words that stand where a Kind would but name none (`syncing item 'ns/name'`).
+const GENERIC_NOUNS: &[&str] = &["item", "key", "object", "resource", "request", "for", "of"];
+
 const VERBS: &[&str] = &[
     "syncing",
     "reconciling",
@@ -54,6 +57,24 @@ pub fn find(message: &str) -> Option<MessageObject<'_>> {
         .or_else(|| keyed_fields(head))
         .or_else(|| kind_then_path(head))
         .or_else(|| quoted_path(head))
+        .or_else(|| kind_then_quoted_name(head))
+}
+
+/// `Certificate "example-com-tls"`: a Kind and a quoted name, no namespace.
+fn kind_then_quoted_name(message: &str) -> Option<MessageObject<'_>> {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.windows(2).find_map(|pair| {
+        let (kind, quoted) = (pair[0], pair[1]);
+        let name = quoted.strip_prefix('"').and_then(|rest| {
+            rest.trim_end_matches([':', ',', ';', '.'])
+                .strip_suffix('"')
+        })?;
+        (is_kind(kind) && is_name(name)).then_some(MessageObject {
+            kind: Some(kind),
+            namespace: None,
+            name,
+        })
+    })
 }
 
 fn cut(text: &str, max: usize) -> &str {
@@ -115,6 +136,9 @@ fn kind_then_path(message: &str) -> Option<MessageObject<'_>> {
             .checked_sub(1)
             .and_then(|before| words.get(before))
             .is_some_and(|verb| VERBS.contains(&verb.to_ascii_lowercase().as_str()));
+        if GENERIC_NOUNS.contains(&kind) {
+            return path_object(None, path);
+        }
         let kind_like = is_kind(kind)
             || LOWERCASE_KINDS.contains(&kind)
             || (after_verb && kind.bytes().all(|b| b.is_ascii_lowercase()) && !kind.is_empty());
@@ -131,6 +155,13 @@ fn quoted_path(message: &str) -> Option<MessageObject<'_>> {
         .map(|word| unquote(word.trim_start_matches('[').trim_end_matches(']')))
         .filter(|word| word.contains('/'))
         .find_map(|path| path_object(None, path))
+}
+
+/// The Kind a message gives the object `name` in key-value form (kopf's body dump:
+/// `'kind': 'ImageReplication', 'metadata': {'name': 'x', …}`).
+pub fn kind_of_named<'a>(message: &'a str, name: &str) -> Option<&'a str> {
+    let object = keyed_fields(cut(message, 1024))?;
+    (object.name == name).then_some(object.kind).flatten()
 }
 
 /// `Kind:"Subscription", Namespace:"default", Name:"x"` (a Go struct printed),

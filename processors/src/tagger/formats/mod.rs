@@ -115,6 +115,12 @@ impl LogFacts {
                 self.kind = object.kind.map(str::to_string);
             }
         }
+        if self.kind.is_none()
+            && let Some(name) = self.name.as_deref()
+            && let Some(kind) = message_object::kind_of_named(&self.message, name)
+        {
+            self.kind = Some(kind.to_string());
+        }
         if self.name.is_some()
             && self.namespace.is_none()
             && let Some(namespace) = message_object::namespace_phrase(&self.message)
