@@ -197,6 +197,10 @@ fn rule_for(key: &str) -> Option<Rule> {
         // controller-runtime's old `request`, klog's `key`, Knative's `knative.dev/key`.
         "request" | "key" | "knative.dev/key" => Some(Rule::Request),
         "application" => Some(Rule::KindNamed("argoproj.io", "Application")),
+        // OLM's abbreviations of the objects it reconciles.
+        "ip" => Some(Rule::KindNamed("operators.coreos.com", "InstallPlan")),
+        "csv" => Some(Rule::KindNamed("operators.coreos.com", "ClusterServiceVersion")),
+        "sub" => Some(Rule::KindNamed("operators.coreos.com", "Subscription")),
         "object.ref" => Some(Rule::KubeObjectRef),
         _ => None,
     }
@@ -616,6 +620,13 @@ mod tests {
         ]);
         assert_eq!(plain.kind.as_deref(), Some("Memcached"));
         assert_eq!(plain.group.as_deref(), Some("apps"));
+        let olm = facts_of(vec![
+            ("ip", FieldValue::Str("install-tqr8l")),
+            ("namespace", FieldValue::Str("operators")),
+        ]);
+        assert_eq!(olm.kind.as_deref(), Some("InstallPlan"));
+        assert_eq!(olm.namespace.as_deref(), Some("operators"));
+        assert_eq!(olm.name.as_deref(), Some("install-tqr8l"));
         let argo = facts_of(vec![("application", FieldValue::Str("argocd/guestbook"))]);
         assert_eq!(argo.kind.as_deref(), Some("Application"));
         assert_eq!(argo.namespace.as_deref(), Some("argocd"));
