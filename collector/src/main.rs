@@ -74,6 +74,10 @@ enum Command {
         /// `{"explain": …}` line).
         #[arg(long)]
         explain: bool,
+        /// The zone of log times written without one (`UTC`, `+02:00`); overrides the
+        /// config's `operator_tagger.default_timezone`. Default: UTC.
+        #[arg(long)]
+        timezone: Option<String>,
         /// Files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
@@ -122,8 +126,15 @@ fn main() -> ExitCode {
             at,
             config,
             explain,
+            timezone,
             paths,
-        } => analyze(format, at.as_deref(), config.as_ref(), explain, paths),
+        } => analyze(
+            format,
+            at.as_deref(),
+            config.as_ref(),
+            AnalyzeFlags { explain, timezone },
+            paths,
+        ),
     }
 }
 
@@ -151,11 +162,17 @@ fn validate(path: &PathBuf) -> ExitCode {
     }
 }
 
+/// The flags of `analyze` that shape how it reads and reports.
+struct AnalyzeFlags {
+    explain: bool,
+    timezone: Option<String>,
+}
+
 fn analyze(
     format: Format,
     at: Option<&str>,
     config: Option<&PathBuf>,
-    explain: bool,
+    flags: AnalyzeFlags,
     paths: Vec<PathBuf>,
 ) -> ExitCode {
     let at = match at.map(|text| parse_rfc3339(text).ok_or(text)).transpose() {
@@ -165,13 +182,23 @@ fn analyze(
             return ExitCode::from(2);
         }
     };
-    let (tagger, correlator) = match config.map(|path| load(Some(path))).transpose() {
+    let (mut tagger, correlator) = match config.map(|path| load(Some(path))).transpose() {
         Ok(loaded) => analysis_settings(loaded.as_ref()),
         Err(message) => {
             eprintln!("{message}");
             return ExitCode::from(2);
         }
     };
+    if let Some(zone) = flags.timezone {
+        if opscope_processors::timestamp::parse_utc_offset(&zone).is_none() {
+            eprintln!(
+                "opscope analyze: --timezone {zone:?} is not UTC or an offset such as +02:00"
+            );
+            return ExitCode::from(2);
+        }
+        tagger.default_timezone = Some(zone);
+    }
+    let explain = flags.explain;
     let options = opscope::analyze::Options {
         paths,
         at,

@@ -404,3 +404,17 @@ fn a_deletion_the_logs_keep_reporting_is_a_finalizer_leak() {
     assert_eq!(signals[0]["signal"], "finalizer_leak");
     assert_eq!(object(&signals[0]).2, "kafka");
 }
+
+#[test]
+fn a_timezone_that_is_no_offset_is_refused() {
+    let path = fixtures("healthy").display().to_string();
+    let output = analyze(&["--timezone", "Mars/Olympus", &path]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--timezone \"Mars/Olympus\""));
+    let output = analyze(&["--timezone", "+02:00", &path]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

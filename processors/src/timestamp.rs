@@ -27,6 +27,25 @@ pub fn parse_rfc3339(text: &str) -> Option<u64> {
     u64::try_from(nanos).ok()
 }
 
+/// Whether a timestamp [`parse_timestamp`] reads says which zone it is in: epoch
+/// seconds and RFC 3339 with `Z` or an offset do; `2024-05-30 11:37:18,581` does not.
+pub fn has_zone(text: &str) -> bool {
+    if parse_rfc3339(text).is_none() {
+        return true;
+    }
+    let bytes = text.as_bytes();
+    fraction(bytes, 19).is_some_and(|(_, zone_start)| zone_start < bytes.len())
+}
+
+/// A fixed offset from UTC, in seconds, as a config writes it: `UTC`, `Z`, `+02:00`,
+/// `-0500`, `+05`.
+pub fn parse_utc_offset(text: &str) -> Option<i64> {
+    match text.trim() {
+        "UTC" | "utc" | "Z" | "z" => Some(0),
+        zone => offset_seconds(zone.as_bytes()).filter(|_| !zone.is_empty()),
+    }
+}
+
 /// Days since 1970-01-01 of the `YYYY-MM-DD` at the start of `bytes`.
 fn date_days(bytes: &[u8]) -> Option<i64> {
     let year = number(bytes, 0, 4)?;
@@ -181,6 +200,20 @@ pub fn format_rfc3339(unix_nanos: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zones_and_offsets() {
+        assert!(has_zone("2024-05-01T12:00:00Z"));
+        assert!(has_zone("2024-05-01T12:00:00.5+02:00"));
+        assert!(has_zone("1714564800.5"));
+        assert!(!has_zone("2024-05-30 11:37:18,581"));
+        assert!(!has_zone("2024-05-30T11:37:18"));
+        assert_eq!(parse_utc_offset("UTC"), Some(0));
+        assert_eq!(parse_utc_offset("+02:00"), Some(7200));
+        assert_eq!(parse_utc_offset("-0500"), Some(-18000));
+        assert_eq!(parse_utc_offset("Europe/Paris"), None);
+        assert_eq!(parse_utc_offset(""), None);
+    }
 
     /// 2024-05-01T12:00:00Z.
     const NOON: u64 = 1_714_564_800_000_000_000;

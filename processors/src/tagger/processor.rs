@@ -26,7 +26,7 @@ use super::formats::{
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
 use crate::kinds::{plural_of_kind, singular_of_resource};
-use crate::timestamp::format_rfc3339;
+use crate::timestamp::{format_rfc3339, parse_utc_offset};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::trace_map::{CONTEXT_NAMES, ReconcileContext, TraceMap};
@@ -52,6 +52,9 @@ pub struct TaggerConfig {
     pub api_attributes: bool,
     /// Formats of operator log lines the built-in ones do not read, tried first.
     pub log_formats: Vec<LogFormatConfig>,
+    /// The zone of log times written without one (log4j's default): `UTC` (the
+    /// default) or a fixed offset such as `+02:00`.
+    pub default_timezone: Option<String>,
 }
 
 impl Default for TaggerConfig {
@@ -62,6 +65,7 @@ impl Default for TaggerConfig {
             trace_ttl: Duration::from_secs(300),
             api_attributes: true,
             log_formats: Vec::new(),
+            default_timezone: None,
         }
     }
 }
@@ -75,6 +79,14 @@ impl TaggerConfig {
         }
         if self.max_traces == 0 {
             return Err(FieldError::new("max_traces", "must be at least 1"));
+        }
+        if let Some(zone) = &self.default_timezone
+            && parse_utc_offset(zone).is_none()
+        {
+            return Err(FieldError::new(
+                "default_timezone",
+                format!("\"{zone}\" is not UTC or an offset such as +02:00"),
+            ));
         }
         UserFormats::compile(&self.log_formats)
             .map_err(|e| FieldError::new(format!("log_formats{}", e.field), e.message))?;
@@ -90,6 +102,8 @@ pub struct OperatorTagger {
     traces: Arc<Mutex<TraceMap>>,
     controllers: Arc<Mutex<ControllerMemory>>,
     formats: Arc<UserFormats>,
+    /// Seconds east of UTC of zone-less log times.
+    utc_offset: i64,
     api_attributes: bool,
 }
 
@@ -104,6 +118,11 @@ impl OperatorTagger {
             controllers: Arc::default(),
             // Validated with the config; a format that does not compile reads nothing.
             formats: Arc::new(UserFormats::compile(&config.log_formats).unwrap_or_default()),
+            utc_offset: config
+                .default_timezone
+                .as_deref()
+                .and_then(parse_utc_offset)
+                .unwrap_or(0),
             api_attributes: config.api_attributes,
         }
     }
@@ -346,6 +365,17 @@ impl OperatorTagger {
         let mut facts = body
             .map(|text| recognize_line_with(text, &self.formats))
             .unwrap_or_default();
+        if facts.zoneless_time
+            && self.utc_offset != 0
+            && let Some(time) = facts.time_unix_nano
+        {
+            let shift = self.utc_offset.unsigned_abs().saturating_mul(1_000_000_000);
+            facts.time_unix_nano = Some(if self.utc_offset > 0 {
+                time.saturating_sub(shift)
+            } else {
+                time.saturating_add(shift)
+            });
+        }
         facts_from_attributes(&record.attributes, &mut facts);
         if record.time_unix_nano == 0 {
             record.time_unix_nano = facts.time_unix_nano.unwrap_or(0);

@@ -1482,3 +1482,34 @@ fn a_json_object_cut_across_lines_is_one_record() {
     assert_eq!(body_text(&records[2]), Some("{\"level\":\"info\",\"ts\":"));
     assert_eq!(body_text(&records[3]), Some("Starting manager"));
 }
+
+#[test]
+fn zone_less_times_are_utc_unless_a_default_timezone_is_set() {
+    // Strimzi's log4j layout writes no zone (strimzi-operator #4471).
+    let text = "2021-02-26 06:43:06 INFO  AbstractOperator:318 - Reconciliation #4854(timer) Kafka(default/tom-kafka): reconciled";
+    let utc = tagged_line(text);
+    assert_eq!(utc.time_unix_nano, 1_614_321_786_000_000_000);
+    let config = TaggerConfig {
+        default_timezone: Some("+02:00".into()),
+        ..TaggerConfig::default()
+    };
+    let mut request = log_lines(KUBERAY_POD, text);
+    OperatorTagger::new(&config).tag_logs(&mut request);
+    let shifted = all_records(&request)[0].time_unix_nano;
+    assert_eq!(shifted, 1_614_321_786_000_000_000 - 7_200_000_000_000);
+    // A time that states its zone keeps it.
+    let mut zoned = log_lines(
+        KUBERAY_POD,
+        r#"{"level":"info","ts":"2024-05-01T12:00:00Z","msg":"Reconcile successful"}"#,
+    );
+    OperatorTagger::new(&config).tag_logs(&mut zoned);
+    assert_eq!(
+        all_records(&zoned)[0].time_unix_nano,
+        1_714_564_800_000_000_000
+    );
+    let bad = TaggerConfig {
+        default_timezone: Some("Mars/Olympus".into()),
+        ..TaggerConfig::default()
+    };
+    assert_eq!(bad.validate().unwrap_err().field, "default_timezone");
+}

@@ -5,7 +5,7 @@ use super::continuation::is_go_source_position;
 use super::fields::json_fields;
 use super::json_line::JsonObject;
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
-use crate::timestamp::parse_timestamp;
+use crate::timestamp::{has_zone, parse_timestamp};
 
 /// The facts of a zap JSON line (or any JSON object line, read with the same keys).
 pub fn recognize_json(object: &JsonObject) -> LogFacts {
@@ -19,12 +19,14 @@ pub fn recognize_json(object: &JsonObject) -> LogFacts {
 /// caller (`file.go:42`), the message and an optional JSON context.
 pub fn recognize_console(line: &str) -> Option<LogFacts> {
     let mut columns = line.splitn(3, '\t');
-    let time = parse_timestamp(columns.next()?)?;
+    let stamp = columns.next()?;
+    let time = parse_timestamp(stamp)?;
     let level = Level::parse(columns.next()?.trim())?;
     let (text, context) = split_context(columns.next().unwrap_or_default());
     let (logger, message) = logger_and_message(text);
     let mut facts = LogFacts {
         time_unix_nano: Some(time),
+        zoneless_time: !has_zone(stamp),
         level: Some(level),
         logger: logger.map(str::to_string),
         message: message.to_string(),

@@ -6,7 +6,7 @@ use super::json_line::{JsonObject, JsonValue};
 use super::outcome::LogOutcome;
 use super::{Level, LogFacts, kube_rs};
 use crate::semconv;
-use crate::timestamp::{epoch_seconds_from_f64, parse_timestamp};
+use crate::timestamp::{epoch_seconds_from_f64, has_zone, parse_timestamp};
 
 /// A structured field's value, borrowed from the record it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -199,7 +199,10 @@ fn rule_for(key: &str) -> Option<Rule> {
         "application" => Some(Rule::KindNamed("argoproj.io", "Application")),
         // OLM's abbreviations of the objects it reconciles.
         "ip" => Some(Rule::KindNamed("operators.coreos.com", "InstallPlan")),
-        "csv" => Some(Rule::KindNamed("operators.coreos.com", "ClusterServiceVersion")),
+        "csv" => Some(Rule::KindNamed(
+            "operators.coreos.com",
+            "ClusterServiceVersion",
+        )),
         "sub" => Some(Rule::KindNamed("operators.coreos.com", "Subscription")),
         "object.ref" => Some(Rule::KubeObjectRef),
         _ => None,
@@ -348,9 +351,13 @@ impl<'a> Found<'a> {
     }
 
     fn fill(&self, facts: &mut LogFacts) {
-        fill(&mut facts.time_unix_nano, || {
-            self.best(Fact::Time).and_then(time_of)
-        });
+        if facts.time_unix_nano.is_none() {
+            let time = self.best(Fact::Time);
+            facts.time_unix_nano = time.and_then(time_of);
+            facts.zoneless_time = time
+                .and_then(FieldValue::as_str)
+                .is_some_and(|text| facts.time_unix_nano.is_some() && !has_zone(text));
+        }
         fill(&mut facts.level, || {
             self.best_str(Fact::Level).and_then(Level::parse)
         });

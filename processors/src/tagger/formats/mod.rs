@@ -81,6 +81,9 @@ pub struct LogFacts {
     pub outcome: Option<LogOutcome>,
     /// The message is the first line of a reconcile (`Reconciling …`).
     pub starts_reconcile: bool,
+    /// The record's time was written without a zone (log4j's default): it is read as
+    /// UTC, or in `operator_tagger.default_timezone`.
+    pub zoneless_time: bool,
     /// What the message says of its object's deletion.
     pub deletion: Option<DeletionNote>,
     /// The HTTP status of an API call the record reports (a user format's `code`).

@@ -9,7 +9,7 @@
 use super::fields::json_fields;
 use super::json_line::JsonObject;
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
-use crate::timestamp::parse_timestamp;
+use crate::timestamp::{has_zone, parse_timestamp};
 
 /// Words between the timestamp and the level at most (a logger, a thread).
 const MAX_WORDS_BEFORE_LEVEL: usize = 2;
@@ -27,7 +27,7 @@ pub fn recognize_spaced_console(line: &str) -> Option<LogFacts> {
 /// The facts of a timestamped text line; `None` unless the line starts with a
 /// timestamp (optionally in brackets) and a level word follows within two words.
 pub fn recognize(line: &str) -> Option<Recognized> {
-    let (time, after_time) = leading_timestamp(line)?;
+    let (time, zoned, after_time) = leading_timestamp(line)?;
     let (logger, level, after_level) = level_word(after_time)?;
     let (text, context) = split_context(after_level);
     let (column_logger, message) = message_of(text);
@@ -41,6 +41,7 @@ pub fn recognize(line: &str) -> Option<Recognized> {
         level: Some(level),
         logger: logger.or(column_logger).map(str::to_string),
         message: message.to_string(),
+        zoneless_time: !zoned,
         ..LogFacts::of_format(LogFormat::TimestampedText)
     };
     let has_context = context.is_some();
@@ -58,7 +59,7 @@ pub struct Recognized {
 
 /// The time of a leading `2024-05-30 11:37:18,581`, `2024-05-30T11:37:18Z` or either
 /// in brackets, and what follows it.
-fn leading_timestamp(line: &str) -> Option<(u64, &str)> {
+fn leading_timestamp(line: &str) -> Option<(u64, bool, &str)> {
     let (bracketed, text) = match line.strip_prefix('[') {
         Some(inner) => (true, inner),
         None => (false, line),
@@ -82,7 +83,7 @@ fn leading_timestamp(line: &str) -> Option<(u64, &str)> {
     } else {
         rest
     };
-    Some((time, rest.trim_start()))
+    Some((time, has_zone(stamp), rest.trim_start()))
 }
 
 /// A level word (`INFO`, `[INFO    ]`) among the first words, the word before it (a
