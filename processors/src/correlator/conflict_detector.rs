@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::compact::hash_text;
 use super::config::positive;
 use super::events::Nanos;
 use super::evidence::{Evidence, LazyReference};
@@ -59,10 +60,18 @@ impl Bucket for ConflictCounts {
     }
 }
 
+/// Reconciles whose conflict on one object is remembered, so that another report of
+/// it (the client span and the log line of the same failed write, or a retry within
+/// the reconcile) counts once.
+const REMEMBERED_CONFLICTS: usize = 8;
+
 /// What the conflict detector keeps about one object.
 #[derive(Debug, Clone)]
 pub(crate) struct ConflictState {
     counts: BucketRing<ConflictCounts>,
+    /// Hashes of the reconcile ids of the latest conflicts (0: none).
+    conflicted_reconciles: [u64; REMEMBERED_CONFLICTS],
+    next_conflicted: u8,
     writers: RecentWriters,
     overlap: ReconcileOverlap,
     evidence: Evidence,
@@ -72,6 +81,8 @@ impl ConflictState {
     pub(crate) fn new(config: &ConflictConfig) -> Self {
         Self {
             counts: BucketRing::new(config.window, BUCKETS),
+            conflicted_reconciles: [0; REMEMBERED_CONFLICTS],
+            next_conflicted: 0,
             writers: RecentWriters::default(),
             overlap: ReconcileOverlap::default(),
             evidence: Evidence::default(),
@@ -83,16 +94,18 @@ impl ConflictState {
         self.counts.width()
     }
 
-    /// A write by `writer` answered with `code`.
+    /// A write by `writer` answered with `code`, within the reconcile `reconcile_id`
+    /// (empty: not known). A reconcile's conflicts on the object count once.
     pub(crate) fn record_write(
         &mut self,
         time: Nanos,
         code: u16,
+        reconcile_id: &str,
         writer: Writer,
         reference: &LazyReference,
     ) {
         self.writers.record(writer, time);
-        if code != CONFLICT {
+        if code != CONFLICT || self.already_conflicted(reconcile_id) {
             return;
         }
         if let Some(reference) = reference.get() {
@@ -101,6 +114,22 @@ impl ConflictState {
         if let Some(bucket) = self.counts.bucket_mut(time) {
             bucket.conflicts = bucket.conflicts.saturating_add(1);
         }
+    }
+
+    /// Whether the reconcile's conflict was counted already; remembers it if not.
+    fn already_conflicted(&mut self, reconcile_id: &str) -> bool {
+        if reconcile_id.is_empty() {
+            return false;
+        }
+        // 0 marks an empty slot: a hash of 0 is taken as 1.
+        let hash = hash_text(reconcile_id).max(1);
+        if self.conflicted_reconciles.contains(&hash) {
+            return true;
+        }
+        let slot = usize::from(self.next_conflicted) % REMEMBERED_CONFLICTS;
+        self.conflicted_reconciles[slot] = hash;
+        self.next_conflicted = self.next_conflicted.wrapping_add(1);
+        false
     }
 
     /// A reconcile run with known start and end.
@@ -261,6 +290,35 @@ mod tests {
         assert_eq!(fired[0].state, SignalState::Firing);
         assert_eq!(resolved.len(), 1);
         assert!(resolved[0].last_seen >= secs(64) && resolved[0].last_seen <= secs(66));
+    }
+
+    #[test]
+    fn one_reconciles_conflict_reported_twice_counts_once() {
+        // Each failed write is seen twice, as the client span and as the log line of
+        // the same reconcile: five reconciles are five conflicts, not ten.
+        let events = (0..5).flat_map(|n| {
+            let id = format!("reconcile-{n}");
+            [
+                Ev::write("w", secs(n)).code(409).reconcile_id(&id).into(),
+                Ev::write("w", secs(n) + millis(5))
+                    .code(409)
+                    .reconcile_id(&id)
+                    .into(),
+            ]
+        });
+        let signals = run(events);
+        assert_eq!(conflict_signals(&signals)[0].figures["conflicts"], 5.0);
+        let four = (0..4).flat_map(|n| {
+            let id = format!("reconcile-{n}");
+            [
+                Ev::write("w", secs(n)).code(409).reconcile_id(&id).into(),
+                Ev::write("w", secs(n) + millis(5))
+                    .code(409)
+                    .reconcile_id(&id)
+                    .into(),
+            ]
+        });
+        assert!(conflict_signals(&run(four)).is_empty());
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl TrackedObject {
             self.record_change(time, write, writer.actor, config);
         }
         self.conflict
-            .record_write(time, write.code, writer, &reference);
+            .record_write(time, write.code, &write.reconcile_id, writer, &reference);
     }
 
     /// The reconcile a write shows: the one named by its reconcile id, or, from sources

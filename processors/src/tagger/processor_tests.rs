@@ -1513,3 +1513,45 @@ fn zone_less_times_are_utc_unless_a_default_timezone_is_set() {
     };
     assert_eq!(bad.validate().unwrap_err().field, "default_timezone");
 }
+
+#[test]
+fn a_reconcile_seen_as_a_span_and_as_log_lines_is_one_reconcile() {
+    use crate::Telemetry;
+    use crate::correlator::events::{Event, ObjectEventKind};
+    let mut tagger = tagger();
+    // The span states the id controller-runtime logs as `reconcileID`; the OTLP log
+    // record carries the span's trace; the container log line carries only the id.
+    let mut spans = traces(
+        KUBERAY_POD,
+        [rayjob_reconcile().ids(1, 1).attr("reconcileID", "a0c1f2e3")],
+    );
+    tagger.tag_traces(&mut spans);
+    let mut otlp_logs = logs(KUBERAY_POD, [log("Reconcile successful").trace(1)]);
+    tagger.tag_logs(&mut otlp_logs);
+    let line = r#"{"level":"info","ts":1714564800.5,"msg":"Reconcile successful","controller":"rayjob","controllerGroup":"ray.io","controllerKind":"RayJob","RayJob":{"name":"train","namespace":"ml"},"reconcileID":"a0c1f2e3"}"#;
+    let mut file_logs = log_lines(KUBERAY_POD, line);
+    tagger.tag_logs(&mut file_logs);
+    let mut events = Vec::new();
+    spans.correlator_events(&mut events);
+    otlp_logs.correlator_events(&mut events);
+    file_logs.correlator_events(&mut events);
+    let reconciles: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Object(event) => match &event.kind {
+                ObjectEventKind::Reconcile(reconcile) => Some((
+                    format!("{:?}", event.object.key()),
+                    reconcile.reconcile_id.clone(),
+                )),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(reconciles.len() >= 2, "{reconciles:?}");
+    // One object, one id: the correlator counts the reconcile once.
+    assert!(
+        reconciles.windows(2).all(|pair| pair[0] == pair[1]),
+        "{reconciles:?}"
+    );
+}
