@@ -308,7 +308,10 @@ fn peak(times: &[Nanos], window: Nanos) -> u64 {
     let mut start = 0;
     let mut best = 0;
     for (end, time) in times.iter().enumerate() {
-        while times[start] + window <= *time {
+        while times
+            .get(start)
+            .is_some_and(|first| first.saturating_add(window) <= *time)
+        {
             start += 1;
         }
         best = best.max(end + 1 - start);

@@ -127,7 +127,9 @@ impl ConflictState {
             return true;
         }
         let slot = usize::from(self.next_conflicted) % REMEMBERED_CONFLICTS;
-        self.conflicted_reconciles[slot] = hash;
+        if let Some(remembered) = self.conflicted_reconciles.get_mut(slot) {
+            *remembered = hash;
+        }
         self.next_conflicted = self.next_conflicted.wrapping_add(1);
         false
     }

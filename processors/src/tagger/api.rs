@@ -199,9 +199,7 @@ fn method_url_status(text: &str) -> Option<ApiCall> {
         if !METHODS.contains(&word) {
             continue;
         }
-        let Some(target) = words.next().map(|url| url.trim_end_matches(':')) else {
-            return None;
-        };
+        let target = words.next().map(|url| url.trim_end_matches(':'))?;
         let Some(path) = parse_api_path(target) else {
             continue;
         };

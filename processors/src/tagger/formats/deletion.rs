@@ -44,7 +44,7 @@ impl DeletionNote {
         while !message.is_char_boundary(end) {
             end -= 1;
         }
-        let lowercase = message[..end].to_ascii_lowercase();
+        let lowercase = message.get(..end).unwrap_or_default().to_ascii_lowercase();
         if REMOVED.iter().any(|phrase| lowercase.contains(phrase)) {
             return Some(DeletionNote::FinalizerRemoved);
         }

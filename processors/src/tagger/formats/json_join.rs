@@ -81,10 +81,12 @@ pub fn joined_is_object(joined: &str) -> bool {
 
 /// `I0501`, `E1119`: the start of a klog line.
 fn is_klog_header(word: &str) -> bool {
-    let bytes = word.as_bytes();
-    bytes.len() == 5
-        && matches!(bytes[0], b'I' | b'W' | b'E' | b'F')
-        && bytes[1..].iter().all(u8::is_ascii_digit)
+    match word.as_bytes() {
+        [b'I' | b'W' | b'E' | b'F', digits @ ..] => {
+            digits.len() == 4 && digits.iter().all(u8::is_ascii_digit)
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

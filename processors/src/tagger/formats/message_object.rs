@@ -64,7 +64,9 @@ pub fn find(message: &str) -> Option<MessageObject<'_>> {
 fn kind_then_quoted_name(message: &str) -> Option<MessageObject<'_>> {
     let words: Vec<&str> = message.split_whitespace().collect();
     words.windows(2).find_map(|pair| {
-        let (kind, quoted) = (pair[0], pair[1]);
+        let [kind, quoted] = *pair else {
+            return None;
+        };
         let name = quoted.strip_prefix('"').and_then(|rest| {
             rest.trim_end_matches([':', ',', ';', '.'])
                 .strip_suffix('"')
@@ -82,7 +84,7 @@ fn cut(text: &str, max: usize) -> &str {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    &text[..end]
+    text.get(..end).unwrap_or_default()
 }
 
 /// `[ns/name] message`, as kopf prefixes its per-object lines.
@@ -128,7 +130,10 @@ fn kind_call(message: &str) -> Option<MessageObject<'_>> {
 fn kind_then_path(message: &str) -> Option<MessageObject<'_>> {
     let words: Vec<&str> = message.split_whitespace().collect();
     words.windows(2).enumerate().find_map(|(at, pair)| {
-        let (kind, path) = (pair[0], unquote(pair[1]));
+        let [kind, path] = *pair else {
+            return None;
+        };
+        let path = unquote(path);
         if !path.contains('/') {
             return None;
         }
@@ -275,8 +280,10 @@ pub fn namespace_phrase(message: &str) -> Option<&str> {
         let candidate = if let Some(rest) = word.strip_prefix("Namespace/") {
             rest
         } else if word.eq_ignore_ascii_case("namespace")
-            && at > 0
-            && words[at - 1].eq_ignore_ascii_case("in")
+            && at
+                .checked_sub(1)
+                .and_then(|before| words.get(before))
+                .is_some_and(|before| before.eq_ignore_ascii_case("in"))
         {
             words.get(at + 1)?
         } else {
@@ -304,7 +311,9 @@ fn path_object<'a>(kind: Option<&'a str>, path: &'a str) -> Option<MessageObject
 /// `apps/v1` and the like: an API version, not an object.
 fn is_group_version(path: &str) -> bool {
     path.rsplit_once('/').is_some_and(|(_, version)| {
-        version.starts_with('v') && version[1..].starts_with(|c: char| c.is_ascii_digit())
+        version
+            .strip_prefix('v')
+            .is_some_and(|number| number.starts_with(|c: char| c.is_ascii_digit()))
     })
 }
 

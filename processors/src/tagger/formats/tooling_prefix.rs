@@ -114,7 +114,7 @@ fn stern(line: &str) -> Option<Stripped<'_>> {
 /// a digit.
 fn is_object_name(word: &str) -> bool {
     (1..=253).contains(&word.len())
-        && word.as_bytes()[0].is_ascii_alphanumeric()
+        && word.starts_with(|c: char| c.is_ascii_alphanumeric())
         && word
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')

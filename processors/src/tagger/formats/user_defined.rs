@@ -105,7 +105,7 @@ impl JsonKeys {
 #[derive(Debug, Clone)]
 enum Matcher {
     Pattern(Regex),
-    Json(JsonKeys),
+    Json(Box<JsonKeys>),
 }
 
 #[derive(Debug, Clone)]
@@ -161,7 +161,7 @@ impl UserFormats {
                             "name the key of at least one part",
                         ));
                     }
-                    Matcher::Json(keys.clone())
+                    Matcher::Json(Box::new(keys.clone()))
                 }
                 _ => {
                     return Err(FieldError::new(
