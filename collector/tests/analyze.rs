@@ -39,6 +39,14 @@ fn signals(scenario: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The signals `analyze --format json` printed.
+fn printed_signals(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
 fn only(scenario: &str) -> Value {
     let mut found = signals(scenario);
     assert_eq!(found.len(), 1, "{scenario}: {found:#?}");
@@ -292,10 +300,7 @@ fn a_user_defined_format_is_read_by_analyze_with_its_config() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let signals: Vec<Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let signals = printed_signals(&output);
     assert_eq!(signals.len(), 1, "{signals:#?}");
     assert_eq!(signals[0]["signal"], "reconcile_loop");
     assert_eq!(
@@ -396,10 +401,7 @@ fn a_deletion_the_logs_keep_reporting_is_a_finalizer_leak() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let signals: Vec<Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let signals = printed_signals(&output);
     assert_eq!(signals.len(), 1, "{signals:#?}");
     assert_eq!(signals[0]["signal"], "finalizer_leak");
     assert_eq!(object(&signals[0]).2, "kafka");

@@ -294,33 +294,23 @@ mod tests {
         assert!(resolved[0].last_seen >= secs(64) && resolved[0].last_seen <= secs(66));
     }
 
+    /// `reconciles` reconciles each failing one write, seen twice: as the client span
+    /// and as the log line of the same reconcile.
+    fn conflicts_reported_twice(reconciles: u64) -> Vec<Event> {
+        (0..reconciles)
+            .flat_map(|n| {
+                let id = format!("reconcile-{n}");
+                [secs(n), secs(n) + millis(5)]
+                    .map(|at| Ev::write("w", at).code(409).reconcile_id(&id).into())
+            })
+            .collect()
+    }
+
     #[test]
     fn one_reconciles_conflict_reported_twice_counts_once() {
-        // Each failed write is seen twice, as the client span and as the log line of
-        // the same reconcile: five reconciles are five conflicts, not ten.
-        let events = (0..5).flat_map(|n| {
-            let id = format!("reconcile-{n}");
-            [
-                Ev::write("w", secs(n)).code(409).reconcile_id(&id).into(),
-                Ev::write("w", secs(n) + millis(5))
-                    .code(409)
-                    .reconcile_id(&id)
-                    .into(),
-            ]
-        });
-        let signals = run(events);
+        let signals = run(conflicts_reported_twice(5));
         assert_eq!(conflict_signals(&signals)[0].figures["conflicts"], 5.0);
-        let four = (0..4).flat_map(|n| {
-            let id = format!("reconcile-{n}");
-            [
-                Ev::write("w", secs(n)).code(409).reconcile_id(&id).into(),
-                Ev::write("w", secs(n) + millis(5))
-                    .code(409)
-                    .reconcile_id(&id)
-                    .into(),
-            ]
-        });
-        assert!(conflict_signals(&run(four)).is_empty());
+        assert!(conflict_signals(&run(conflicts_reported_twice(4))).is_empty());
     }
 
     #[test]

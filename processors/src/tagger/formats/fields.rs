@@ -454,9 +454,11 @@ fn is_kind_key(key: &str) -> bool {
         && key.bytes().any(|b| b.is_ascii_lowercase())
 }
 
-/// A Kubernetes object name: lowercase letters, digits, `-` and `.`.
-fn is_object_name(text: &str) -> bool {
+/// A Kubernetes object name (a DNS-1123 subdomain, loosely): lowercase letters,
+/// digits, `-` and `.`, starting with a letter or a digit.
+pub(super) fn is_object_name(text: &str) -> bool {
     (1..=253).contains(&text.len())
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
         && text
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))

@@ -3,6 +3,8 @@
 //! `Kind ns/name`, `syncing deployment ns/name`, `item "ns/name"`,
 //! `Kind:"X", Namespace:"Y", Name:"Z"` and `namespace=X, name=Y`.
 
+use super::fields::is_object_name;
+
 /// An object a message names; the Kind when the message gives one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageObject<'a> {
@@ -71,7 +73,7 @@ fn kind_then_quoted_name(message: &str) -> Option<MessageObject<'_>> {
             rest.trim_end_matches([':', ',', ';', '.'])
                 .strip_suffix('"')
         })?;
-        (is_kind(kind) && is_name(name)).then_some(MessageObject {
+        (is_kind(kind) && is_object_name(name)).then_some(MessageObject {
             kind: Some(kind),
             namespace: None,
             name,
@@ -99,7 +101,7 @@ fn flux_cli(message: &str) -> Option<MessageObject<'_>> {
     let (subject, _) = message.split_once(" - ")?;
     let (kind, named) = subject.split_once('/')?;
     let (name, namespace) = named.rsplit_once('.')?;
-    (is_kind(kind) && is_name(name) && is_name(namespace)).then_some(MessageObject {
+    (is_kind(kind) && is_object_name(name) && is_object_name(namespace)).then_some(MessageObject {
         kind: Some(kind),
         namespace: Some(namespace),
         name,
@@ -179,8 +181,8 @@ fn keyed_fields(message: &str) -> Option<MessageObject<'_>> {
     for (key, value) in key_values(message) {
         match key.to_ascii_lowercase().as_str() {
             "kind" if is_kind(value) => kind = kind.or(Some(value)),
-            "namespace" if is_name(value) => namespace = namespace.or(Some(value)),
-            "name" if is_name(value) => name = name.or(Some(value)),
+            "namespace" if is_object_name(value) => namespace = namespace.or(Some(value)),
+            "name" if is_object_name(value) => name = name.or(Some(value)),
             _ => {}
         }
     }
@@ -265,7 +267,7 @@ pub fn api_error_object(message: &str) -> Option<(&str, &str)> {
             && group
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'));
-        if valid && let Some(name) = quoted.filter(|name| is_name(name)) {
+        if valid && let Some(name) = quoted.filter(|name| is_object_name(name)) {
             return Some((resource, name));
         }
     }
@@ -290,7 +292,7 @@ pub fn namespace_phrase(message: &str) -> Option<&str> {
             return None;
         };
         let candidate = unquote(candidate);
-        is_name(candidate).then_some(candidate)
+        is_object_name(candidate).then_some(candidate)
     })
 }
 
@@ -300,7 +302,8 @@ fn path_object<'a>(kind: Option<&'a str>, path: &'a str) -> Option<MessageObject
         Some((namespace, name)) => (Some(namespace).filter(|ns| !ns.is_empty()), name),
         None => (None, path),
     };
-    let valid = is_name(name) && namespace.is_none_or(is_name) && !is_group_version(path);
+    let valid =
+        is_object_name(name) && namespace.is_none_or(is_object_name) && !is_group_version(path);
     valid.then_some(MessageObject {
         kind,
         namespace,
@@ -337,15 +340,6 @@ fn is_kind(word: &str) -> bool {
         && word.starts_with(|c: char| c.is_ascii_uppercase())
         && word.bytes().all(|b| b.is_ascii_alphanumeric())
         && word.bytes().any(|b| b.is_ascii_lowercase())
-}
-
-/// A Kubernetes object name (DNS-1123 subdomain, loosely: as written in logs).
-fn is_name(word: &str) -> bool {
-    (1..=253).contains(&word.len())
-        && word.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
 }
 
 #[cfg(test)]

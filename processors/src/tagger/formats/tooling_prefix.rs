@@ -7,6 +7,7 @@
 //! `recognize_line`), so prose that happens to start with a date or two words stays
 //! as it was written.
 
+use super::fields::is_object_name;
 use crate::timestamp::parse_timestamp;
 
 /// Prefixes taken off one line at most: stern with `--timestamps` gives two.
@@ -108,16 +109,6 @@ fn stern(line: &str) -> Option<Stripped<'_>> {
         rest: rest.trim_start(),
         time: None,
     })
-}
-
-/// A DNS-1123 name: lowercase letters, digits, `-` and `.`, starting with a letter or
-/// a digit.
-fn is_object_name(word: &str) -> bool {
-    (1..=253).contains(&word.len())
-        && word.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
 }
 
 #[cfg(test)]
