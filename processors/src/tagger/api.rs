@@ -199,7 +199,11 @@ fn method_url_status(text: &str) -> Option<ApiCall> {
         if !METHODS.contains(&word) {
             continue;
         }
-        let target = words.next().map(|url| url.trim_end_matches(':'))?;
+        // fabric8 writes `Failure executing: PUT at: https://…`.
+        let mut target = words.next().map(|url| url.trim_end_matches(':'))?;
+        if target == "at" {
+            target = words.next().map(|url| url.trim_end_matches([':', '.']))?;
+        }
         let Some(path) = parse_api_path(target) else {
             continue;
         };
@@ -334,6 +338,10 @@ mod tests {
         assert_eq!(structured.verb, "update");
         assert_eq!(structured.code, Some(409));
         assert_eq!(structured.path.resource.as_str(), "rayservices");
+        let fabric8 = api_call_from_text("io.fabric8.kubernetes.client.KubernetesClientException: Failure executing: PUT at: https://address/apis/flink.apache.org/v1beta1/namespaces/myns/flinkdeployments/flink-job/status. Message: Operation cannot be fulfilled").unwrap();
+        assert_eq!(fabric8.verb, "update");
+        assert_eq!(fabric8.path.namespace.as_str(), "myns");
+        assert_eq!(fabric8.path.subresource.as_str(), "status");
         assert_eq!(api_call_from_text("GET the book from /shelf"), None);
         assert_eq!(api_call_from_text("PUT"), None);
     }

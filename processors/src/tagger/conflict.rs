@@ -65,6 +65,10 @@ pub fn namespace_in<'a>(text: &'a str, name: &str) -> Option<&'a str> {
             .bytes()
             .rposition(|b| !is_name_byte(b))
             .map_or(0, |at| at + 1);
+        // A path segment (`…/deployments/web`) is a URL's, not `namespace/name`.
+        if start > 0 && before.as_bytes().get(start - 1) == Some(&b'/') {
+            return None;
+        }
         let namespace = before.get(start..)?;
         (!namespace.is_empty() && namespace.len() <= 63).then_some(namespace)
     })
@@ -137,7 +141,14 @@ mod tests {
         let text = r#"sync {"update" "pmem-csi/sub-1"} failed: Operation cannot be fulfilled on subscriptions.operators.coreos.com "sub-1""#;
         assert_eq!(namespace_in(text, "sub-1"), Some("pmem-csi"));
         assert_eq!(namespace_in("a/sub-10", "sub-1"), None);
-        assert_eq!(namespace_in("https://x/sub-1", "sub-1"), Some("x"));
+        assert_eq!(namespace_in("https://x/sub-1", "sub-1"), None);
+        assert_eq!(
+            namespace_in(
+                "PUT at: https://h/apis/apps/v1/namespaces/ns/deployments/web",
+                "web"
+            ),
+            None
+        );
         assert_eq!(namespace_in("no namespace", "sub-1"), None);
     }
 

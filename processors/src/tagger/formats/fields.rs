@@ -204,7 +204,7 @@ fn rule_for(key: &str) -> Option<Rule> {
             "ClusterServiceVersion",
         )),
         "sub" => Some(Rule::KindNamed("operators.coreos.com", "Subscription")),
-        "object.ref" => Some(Rule::KubeObjectRef),
+        "object.ref" | "resource" => Some(Rule::KubeObjectRef),
         _ => None,
     }
 }
@@ -250,6 +250,17 @@ impl<'a> Found<'a> {
     }
 
     fn note_object(&mut self, rank: u8, value: &FieldValue<'a>) {
+        // kube-rs `object=NifiCluster.v1alpha1.nifi.stackable.tech/simple-nifi`.
+        if let Some(text) = value.as_str()
+            && text
+                .split('/')
+                .next()
+                .is_some_and(|head| head.contains('.'))
+            && kube_rs::parse_object_ref(text).is_some()
+        {
+            self.note_kube_object_ref(value);
+            return;
+        }
         if let Some((namespace, name)) = value.object_or_path_name() {
             self.note_namespaced(rank, namespace, name);
         }
@@ -440,9 +451,12 @@ fn prefixed_name_key(key: &str) -> Option<(&str, Fact)> {
         "event",
         "log",
     ];
-    let is_kind = kind.len() >= 2
+    // `controller.name` names the controller; two letters (`es_name`) are too few
+    // to be a Kind.
+    let is_kind = kind.len() >= 3
         && kind.bytes().all(|b| b.is_ascii_alphabetic())
-        && !SEMANTIC_CONVENTIONS.contains(&kind);
+        && !SEMANTIC_CONVENTIONS.contains(&kind)
+        && kind != "controller";
     is_kind.then_some((kind, fact))
 }
 
@@ -587,6 +601,31 @@ mod tests {
         assert_eq!(facts.name.as_deref(), Some("default"));
         let prose = facts_of(vec![("Error", FieldValue::Str("something went wrong"))]);
         assert_eq!(prose.name, None);
+    }
+
+    #[test]
+    fn kube_rs_object_references_under_other_keys() {
+        let facts = facts_of(vec![
+            (
+                "controller.name",
+                FieldValue::Str("nificluster.nifi.stackable.tech"),
+            ),
+            (
+                "object",
+                FieldValue::Str("NifiCluster.v1alpha1.nifi.stackable.tech/simple-nifi"),
+            ),
+        ]);
+        assert_eq!(facts.kind.as_deref(), Some("NifiCluster"));
+        assert_eq!(facts.name.as_deref(), Some("simple-nifi"));
+        let resource = facts_of(vec![(
+            "resource",
+            FieldValue::Str("Build.v1alpha1.fl0.dev/build.fl0-build"),
+        )]);
+        assert_eq!(resource.kind.as_deref(), Some("Build"));
+        assert_eq!(resource.namespace.as_deref(), Some("fl0-build"));
+        assert_eq!(resource.name.as_deref(), Some("build"));
+        let plain = facts_of(vec![("resource", FieldValue::Str("deployments"))]);
+        assert_eq!(plain.name, None);
     }
 
     #[test]

@@ -180,7 +180,8 @@ fn keyed_fields(message: &str) -> Option<MessageObject<'_>> {
     let mut name = None;
     for (key, value) in key_values(message) {
         match key.to_ascii_lowercase().as_str() {
-            "kind" if is_kind(value) => kind = kind.or(Some(value)),
+            // The API's `Status` of an error dump is no object of the operator's.
+            "kind" if is_kind(value) && value != "Status" => kind = kind.or(Some(value)),
             "namespace" if is_object_name(value) => namespace = namespace.or(Some(value)),
             "name" if is_object_name(value) => name = name.or(Some(value)),
             _ => {}
