@@ -101,6 +101,12 @@ const TOP_LEVEL_DOMAINS: &[&str] = &["dev", "io", "com", "sh", "org", "net", "cl
 /// resource (`spaces.kf.dev`, `subscription-controller`), Crossplane
 /// `managed/cloudsqlinstance`. `(kind, resource)`: one of the two.
 pub fn guess_from_controller(controller: &str) -> Option<(Option<&str>, Option<&str>)> {
+    // upjet's `managed/ec2.aws.upbound.io/v1beta1, kind=networkacl`.
+    if let Some((_, kind)) = controller.rsplit_once("kind=") {
+        let kind = kind.trim();
+        return (kind.len() >= 2 && kind.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .then_some((Some(kind), None));
+    }
     let last = controller.rsplit('/').next()?;
     let (head, qualified) = match last.rsplit_once('.') {
         // `spaces.kf.dev`: a resource and its API group.
@@ -170,6 +176,10 @@ mod tests {
                 "github.com.tektoncd.pipeline.pkg.reconciler.pipelinerun.Reconciler"
             ),
             Some((Some("pipelinerun"), None))
+        );
+        assert_eq!(
+            guess_from_controller("managed/ec2.aws.upbound.io/v1beta1, kind=networkacl"),
+            Some((Some("networkacl"), None))
         );
         assert_eq!(guess_from_controller("x"), None);
         assert_eq!(guess_from_controller("a b"), None);

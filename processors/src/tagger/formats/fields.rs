@@ -63,6 +63,17 @@ impl<'a> FieldValue<'a> {
         Some((string_of("namespace"), string_of("name")?))
     }
 
+    /// The `kind` an object value states (`{"kind": "NamespaceConfig", …}`).
+    fn object_kind(&self) -> Option<&'a str> {
+        let FieldValue::Object(entries) = self else {
+            return None;
+        };
+        entries
+            .iter()
+            .find(|(key, _)| *key == "kind")
+            .and_then(|(_, value)| value.as_str())
+    }
+
     /// The `(namespace, name)` of an object value or of a `namespace/name` string.
     fn object_or_path_name(&self) -> Option<(Option<&'a str>, &'a str)> {
         self.object_name()
@@ -183,7 +194,9 @@ fn rule_for(key: &str) -> Option<Rule> {
         // Crossplane's and cert-manager's names of the reconciled object.
         "resourceNamespace" | "resource_namespace" => states(Fact::Namespace, RANK_NAME_KEYS),
         "resourceName" | "resource_name" => states(Fact::Name, RANK_NAME_KEYS),
-        "kind" | "resource_kind" | "resourceKind" => states(Fact::Kind, RANK_PLAIN_KIND),
+        "kind" | "resource_kind" | "resourceKind" | "objectKind" => {
+            states(Fact::Kind, RANK_PLAIN_KIND)
+        }
         "gvk" => Some(Rule::GroupVersionKind),
         "apiVersion" | "api_version" => Some(Rule::ApiVersion),
         semconv::OBJECT_NAME => states(Fact::Name, RANK_OWN_ATTRIBUTE),
@@ -337,7 +350,12 @@ impl<'a> Found<'a> {
         let (key, named) = self
             .kind_keyed
             .iter()
-            .find_map(|(key, value)| Some((*key, value.object_name()?)))
+            .find_map(|(key, value)| {
+                // An object that states its own `kind` (a dumped manifest under
+                // `instance`) is of that Kind, not of its key's.
+                let kind = value.object_kind().unwrap_or(key);
+                Some((kind, value.object_name()?))
+            })
             .or_else(|| {
                 // `"IstioRevision": "default"`: a Kind key and an object's name.
                 self.kind_keyed.iter().find_map(|(key, value)| {

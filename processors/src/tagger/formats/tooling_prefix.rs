@@ -38,6 +38,7 @@ pub fn candidates(line: &str) -> impl Iterator<Item = Stripped<'_>> {
     [
         kubectl_prefix(line),
         timestamp_column(line),
+        month_day_time(line),
         stern(line),
         compose_pipe(line),
     ]
@@ -68,6 +69,22 @@ fn timestamp_column(line: &str) -> Option<Stripped<'_>> {
     Some(Stripped {
         rest: rest.trim_start(),
         time: Some(time),
+    })
+}
+
+/// `07-01 13:53:30 line`: a log viewer's month, day and time (no year: no time is
+/// taken from it).
+fn month_day_time(line: &str) -> Option<Stripped<'_>> {
+    let head = line.get(..15)?;
+    let shape = head.bytes().enumerate().all(|(at, b)| match at {
+        2 => b == b'-',
+        5 | 14 => b == b' ',
+        8 | 11 => b == b':',
+        _ => b.is_ascii_digit(),
+    });
+    shape.then(|| Stripped {
+        rest: line.get(15..).unwrap_or_default().trim_start(),
+        time: None,
     })
 }
 
@@ -148,6 +165,14 @@ mod tests {
             ["I0501 12:00:00.000000 1 a.go:1] m"]
         );
         assert!(rests("Starting Workers now").is_empty());
+    }
+
+    #[test]
+    fn log_viewer_dates() {
+        assert!(
+            rests("07-01 13:53:30 time=\"2024-07-01T17:53:30Z\" level=info")
+                .contains(&"time=\"2024-07-01T17:53:30Z\" level=info")
+        );
     }
 
     #[test]
