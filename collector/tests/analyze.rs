@@ -47,6 +47,19 @@ fn printed_signals(output: &Output) -> Vec<Value> {
         .collect()
 }
 
+/// The one signal `analyze` prints with these arguments (`--format json` among them).
+fn the_one_signal(args: &[&str]) -> Value {
+    let output = analyze(args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut signals = printed_signals(&output);
+    assert_eq!(signals.len(), 1, "{signals:#?}");
+    signals.remove(0)
+}
+
 fn only(scenario: &str) -> Value {
     let mut found = signals(scenario);
     assert_eq!(found.len(), 1, "{scenario}: {found:#?}");
@@ -294,17 +307,10 @@ fn a_user_defined_format_is_read_by_analyze_with_its_config() {
         &config.display().to_string(),
         &logs.display().to_string(),
     ];
-    let output = analyze(&args);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let signals = printed_signals(&output);
-    assert_eq!(signals.len(), 1, "{signals:#?}");
-    assert_eq!(signals[0]["signal"], "reconcile_loop");
+    let signal = the_one_signal(&args);
+    assert_eq!(signal["signal"], "reconcile_loop");
     assert_eq!(
-        object(&signals[0]),
+        object(&signal),
         ("Widget".to_string(), "shop".to_string(), "w1".to_string())
     );
     // Without the format, the same lines are not understood and nothing fires.
@@ -395,16 +401,9 @@ fn a_deletion_the_logs_keep_reporting_is_a_finalizer_leak() {
         ));
     }
     std::fs::write(&logs, lines).expect("write log");
-    let output = analyze(&["--format", "json", &logs.display().to_string()]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let signals = printed_signals(&output);
-    assert_eq!(signals.len(), 1, "{signals:#?}");
-    assert_eq!(signals[0]["signal"], "finalizer_leak");
-    assert_eq!(object(&signals[0]).2, "kafka");
+    let signal = the_one_signal(&["--format", "json", &logs.display().to_string()]);
+    assert_eq!(signal["signal"], "finalizer_leak");
+    assert_eq!(object(&signal).2, "kafka");
 }
 
 #[test]

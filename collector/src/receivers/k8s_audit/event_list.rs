@@ -356,6 +356,22 @@ mod tests {
         assert_eq!(events[2].time_unix_nano(), 1_714_564_800_000_000_000);
     }
 
+    /// The list is read but its item `index` is refused as undecodable.
+    #[track_caller]
+    fn assert_undecodable(list: &str, index: usize) {
+        let refused = EventList::parse(list.as_bytes(), 100)
+            .unwrap()
+            .events()
+            .err();
+        let expected = format!("items[{index}]: undecodable JSON text");
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|reason| reason.starts_with(&expected)),
+            "{refused:?}"
+        );
+    }
+
     #[test]
     fn an_event_with_a_number_no_reader_takes_is_refused() {
         // The input the audit_json fuzz target found, cut to the field that matters.
@@ -364,17 +380,7 @@ mod tests {
                 r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{{"auditID":"a","responseStatus":{{"metadata":{{}},"code":{code}}}}}]}}"#
             )
         };
-        let overflowing = list("2003033333e+303");
-        let refused = EventList::parse(overflowing.as_bytes(), 100)
-            .unwrap()
-            .events()
-            .err();
-        assert!(
-            refused
-                .as_deref()
-                .is_some_and(|reason| reason.starts_with("items[0]: undecodable JSON text")),
-            "{refused:?}"
-        );
+        assert_undecodable(&list("2003033333e+303"), 0);
         let long = list(&"9".repeat(400));
         assert!(
             EventList::parse(long.as_bytes(), 100)
@@ -396,17 +402,7 @@ mod tests {
                 r#"{{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[{{"auditID":"a"}},{{"auditID":"b","objectRef":{{"uid":"{uid}"}}}}]}}"#
             )
         };
-        let lone = list(r"\ud800b3f1");
-        let refused = EventList::parse(lone.as_bytes(), 100)
-            .unwrap()
-            .events()
-            .err();
-        assert!(
-            refused
-                .as_deref()
-                .is_some_and(|reason| reason.starts_with("items[1]: undecodable JSON text")),
-            "{refused:?}"
-        );
+        assert_undecodable(&list(r"\ud800b3f1"), 1);
         let pair = list(r"\ud83d\ude00");
         let parsed = EventList::parse(pair.as_bytes(), 100).unwrap();
         let events = parsed.events().unwrap();
