@@ -145,34 +145,39 @@ impl OperatorTagger {
     /// what the controller's other records name, or the controller's own name), and
     /// whether a start line stands for a reconcile.
     fn complete_from_controller(&self, facts: &mut LogFacts, conflict: Option<&Conflict>) {
+        let says_something = facts.kind.is_some()
+            || facts.name.is_some()
+            || facts.outcome.is_some()
+            || facts.starts_reconcile;
+        if !says_something {
+            return;
+        }
+        // Borrowed field by field, so that the Kind can be set while the names are read.
         let controller = facts
             .controller
-            .clone()
-            .or_else(|| facts.logger.clone())
+            .as_deref()
+            .or(facts.logger.as_deref())
             .unwrap_or_default();
         let mut memory = self.controllers();
         if let Some(kind) = &facts.kind {
             if !controller.is_empty() {
-                memory.remember_kind(&controller, kind);
+                memory.remember_kind(controller, kind);
             }
         } else if let Some(name) = &facts.name {
             let from_conflict = conflict
                 .filter(|conflict| &conflict.name == name)
                 .map(|conflict| singular_of_resource(&conflict.resource));
             facts.kind = from_conflict
-                .or_else(|| memory.kind_of(&controller).map(str::to_string))
-                .or_else(|| {
-                    let controller = facts.controller.as_deref().or(facts.logger.as_deref())?;
-                    match guess_from_controller(controller)? {
-                        (Some(kind), _) => Some(kind.to_string()),
-                        (None, resource) => resource.map(singular_of_resource),
-                    }
+                .or_else(|| memory.kind_of(controller).map(str::to_string))
+                .or_else(|| match guess_from_controller(controller)? {
+                    (Some(kind), _) => Some(kind.to_string()),
+                    (None, resource) => resource.map(singular_of_resource),
                 });
         }
         // Start and end lines of one controller may come from different loggers: the
         // Kind ties them too.
         let kind = facts.kind.as_deref().unwrap_or_default();
-        let keys = [controller.as_str(), kind];
+        let keys = [controller, kind];
         if facts.outcome.is_some() {
             for key in keys.into_iter().filter(|key| !key.is_empty()) {
                 memory.remember_end(key);
