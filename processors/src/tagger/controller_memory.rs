@@ -138,6 +138,15 @@ pub fn guess_from_controller(controller: &str) -> Option<(Option<&str>, Option<&
     .find_map(|suffix| head.strip_suffix(suffix))
     .unwrap_or(head)
     .trim_end_matches(['-', '_']);
+    // cert-manager's `certificates-trigger`: a plural resource, then what the
+    // controller does of it.
+    if let Some((first, _)) = bare.split_once('-')
+        && first.len() >= 4
+        && first.ends_with('s')
+        && first.bytes().all(|b| b.is_ascii_lowercase())
+    {
+        return Some((None, Some(first)));
+    }
     if bare.len() < 2 || !bare.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return None;
     }
@@ -181,6 +190,11 @@ mod tests {
             guess_from_controller("managed/ec2.aws.upbound.io/v1beta1, kind=networkacl"),
             Some((Some("networkacl"), None))
         );
+        assert_eq!(
+            guess_from_controller("cert-manager/controller/certificates-trigger"),
+            Some((None, Some("certificates")))
+        );
+        assert_eq!(guess_from_controller("kube-controller-manager"), None);
         assert_eq!(guess_from_controller("x"), None);
         assert_eq!(guess_from_controller("a b"), None);
     }

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod conflict;
 mod controller_memory;
 pub mod formats;
+mod object_memory;
 pub mod operator;
 mod otlp_fields;
 pub mod processor;

@@ -21,8 +21,9 @@ use super::conflict::{Conflict, find_conflict, namespace_in};
 use super::controller_memory::{ControllerMemory, guess_from_controller};
 use super::formats::{
     DeletionNote, LogFacts, LogFormatConfig, LogOutcome, OpenJson, UserFormats, is_continuation,
-    joined_is_object, recognize_line_with,
+    joined_is_object, namespace_phrase, recognize_line_with,
 };
+use super::object_memory::ObjectMemory;
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
 use crate::kinds::{plural_of_kind, singular_of_resource};
@@ -101,6 +102,7 @@ pub struct OperatorTagger {
     operators: Arc<OperatorResolver>,
     traces: Arc<Mutex<TraceMap>>,
     controllers: Arc<Mutex<ControllerMemory>>,
+    objects: Arc<Mutex<ObjectMemory>>,
     formats: Arc<UserFormats>,
     /// Seconds east of UTC of zone-less log times.
     utc_offset: i64,
@@ -116,6 +118,7 @@ impl OperatorTagger {
                 config.trace_ttl.as_nanos().min(u64::MAX as u128) as u64,
             ))),
             controllers: Arc::default(),
+            objects: Arc::default(),
             // Validated with the config; a format that does not compile reads nothing.
             formats: Arc::new(UserFormats::compile(&config.log_formats).unwrap_or_default()),
             utc_offset: config
@@ -134,6 +137,13 @@ impl OperatorTagger {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn objects(&self) -> MutexGuard<'_, ObjectMemory> {
+        // A memory of hints, as the controllers': a poisoned lock is still usable.
+        self.objects
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn controllers(&self) -> MutexGuard<'_, ControllerMemory> {
         self.controllers
             .lock()
@@ -141,9 +151,10 @@ impl OperatorTagger {
     }
 
     /// Fills in what a record leaves out from the other records of its controller:
-    /// the Kind of an object named without one (from a 409 about the same name,
-    /// what the controller's other records name, or the controller's own name), and
-    /// whether a start line stands for a reconcile.
+    /// the Kind of an object named without one (from a 409 about the same name, the
+    /// records that named the same object whole, what the controller's other records
+    /// name, or the controller's own name), the namespace of an object named without
+    /// one, and whether a start line stands for a reconcile.
     fn complete_from_controller(&self, facts: &mut LogFacts, conflict: Option<&Conflict>) {
         let says_something = facts.kind.is_some()
             || facts.name.is_some()
@@ -159,20 +170,35 @@ impl OperatorTagger {
             .or(facts.logger.as_deref())
             .unwrap_or_default();
         let mut memory = self.controllers();
-        if let Some(kind) = &facts.kind {
-            if !controller.is_empty() {
-                memory.remember_kind(controller, kind);
+        if let Some(kind) = &facts.kind
+            && !controller.is_empty()
+        {
+            memory.remember_kind(controller, kind);
+        }
+        if let Some(name) = &facts.name {
+            let mut objects = self.objects();
+            objects.remember(facts.kind.as_deref(), facts.namespace.as_deref(), name);
+            if facts.kind.is_none() {
+                let from_conflict = conflict
+                    .filter(|conflict| &conflict.name == name)
+                    .map(|conflict| singular_of_resource(&conflict.resource));
+                facts.kind = from_conflict
+                    .or_else(|| {
+                        objects
+                            .kind_of(facts.namespace.as_deref(), name, &facts.message)
+                            .map(str::to_string)
+                    })
+                    .or_else(|| memory.kind_of(controller).map(str::to_string))
+                    .or_else(|| match guess_from_controller(controller)? {
+                        (Some(kind), _) => Some(kind.to_string()),
+                        (None, resource) => resource.map(singular_of_resource),
+                    });
             }
-        } else if let Some(name) = &facts.name {
-            let from_conflict = conflict
-                .filter(|conflict| &conflict.name == name)
-                .map(|conflict| singular_of_resource(&conflict.resource));
-            facts.kind = from_conflict
-                .or_else(|| memory.kind_of(controller).map(str::to_string))
-                .or_else(|| match guess_from_controller(controller)? {
-                    (Some(kind), _) => Some(kind.to_string()),
-                    (None, resource) => resource.map(singular_of_resource),
-                });
+            if facts.namespace.is_none()
+                && let Some(kind) = &facts.kind
+            {
+                facts.namespace = objects.namespace_of(kind, name).map(str::to_string);
+            }
         }
         // Start and end lines of one controller may come from different loggers: the
         // Kind ties them too.
@@ -425,6 +451,7 @@ impl OperatorTagger {
                 && let Some(namespace) = body
                     .and_then(|text| namespace_in(text, &conflict.name))
                     .or_else(|| namespace_in(&facts.message, &conflict.name))
+                    .or_else(|| namespace_phrase(&facts.message))
             {
                 set_str(attributes, API_NAMESPACE, namespace);
             }

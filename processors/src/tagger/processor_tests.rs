@@ -1555,3 +1555,39 @@ fn a_reconcile_seen_as_a_span_and_as_log_lines_is_one_reconcile() {
         "{reconciles:?}"
     );
 }
+
+#[test]
+fn a_record_naming_an_object_in_part_takes_the_rest_from_records_that_named_it_whole() {
+    // https://github.com/water-hole/ansible-operator/issues/72: the runner's lines name
+    // the object without its Kind, the event handler's lines with it.
+    let records = tagged_lines(concat!(
+        r#"{"level":"info","ts":1545402668.8160658,"logger":"logging_event_handler","msg":"[playbook task]","name":"example-kubevirtssp","namespace":"myproject","gvk":"kubevirt.io/v1, Kind=KubevirtSsp"}"#,
+        "\n",
+        r#"{"level":"info","ts":1545402690.185443,"logger":"runner","msg":"ansible-runner exited successfully","job":"8954784443427127217","name":"example-kubevirtssp","namespace":"myproject"}"#,
+        "\n",
+        // https://github.com/cert-manager/cert-manager/issues/3897: a Kind and a name,
+        // the namespace from the key of an earlier line.
+        r#"I0614 08:25:43.590908       1 trigger_controller.go:189] cert-manager/controller/certificates-trigger "msg"="Certificate must be re-issued" "key"="default/example-com""#,
+        "\n",
+        r#"I0614 08:25:43.590927       1 conditions.go:182] Setting lastTransitionTime for Certificate "example-com" condition "Issuing" to 2021-06-14 08:25:43.590925279 +0000 UTC m=+87.539633361"#,
+    ));
+    let object = |record: &LogRecord| {
+        [OBJECT_KIND, OBJECT_NAMESPACE, OBJECT_NAME].map(|key| {
+            get_str(&record.attributes, key)
+                .unwrap_or_default()
+                .to_string()
+        })
+    };
+    assert_eq!(
+        object(&records[1]),
+        ["KubevirtSsp", "myproject", "example-kubevirtssp"]
+    );
+    assert_eq!(
+        object(&records[2]),
+        ["certificate", "default", "example-com"]
+    );
+    assert_eq!(
+        object(&records[3]),
+        ["Certificate", "default", "example-com"]
+    );
+}

@@ -209,6 +209,9 @@ fn rule_for(key: &str) -> Option<Rule> {
         "object" => Some(Rule::Object),
         // controller-runtime's old `request`, klog's `key`, Knative's `knative.dev/key`.
         "request" | "key" | "knative.dev/key" => Some(Rule::Request),
+        // kubebuilder's `WithValues("Request.Name", req.Name)`: a name, of no Kind.
+        "Request.Name" | "request.name" => states(Fact::Name, RANK_REQUEST_KEY),
+        "Request.Namespace" | "request.namespace" => states(Fact::Namespace, RANK_REQUEST_KEY),
         "application" => Some(Rule::KindNamed("argoproj.io", "Application")),
         // OLM's abbreviations of the objects it reconciles.
         "ip" => Some(Rule::KindNamed("operators.coreos.com", "InstallPlan")),

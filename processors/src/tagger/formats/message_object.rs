@@ -1,7 +1,8 @@
 //! Objects written inside a message rather than in fields: `Kafka(ns/name)`
 //! (Strimzi), `[ns/name] …` (kopf), `Kustomization/name.ns - …` (`flux logs`),
 //! `Kind ns/name`, `syncing deployment ns/name`, `item "ns/name"`,
-//! `Kind:"X", Namespace:"Y", Name:"Z"` and `namespace=X, name=Y`.
+//! `Kind:"X", Namespace:"Y", Name:"Z"`, `namespace=X, name=Y`, kubectl's
+//! `deployment/name` and Istio's `Kind/ns/name`.
 
 use super::fields::is_object_name;
 
@@ -54,8 +55,10 @@ const VERBS: &[&str] = &[
 pub fn find(message: &str) -> Option<MessageObject<'_>> {
     let head = cut(message, 1024);
     kopf_prefix(head)
+        .or_else(|| key_after_controller(head))
         .or_else(|| flux_cli(head))
         .or_else(|| kind_call(head))
+        .or_else(|| slashed_kind(head))
         .or_else(|| keyed_fields(head))
         .or_else(|| kind_then_path(head))
         .or_else(|| quoted_path(head))
@@ -126,6 +129,34 @@ fn kind_call(message: &str) -> Option<MessageObject<'_>> {
         }
     }
     None
+}
+
+/// `deployment/name` (kubectl's notation, built-in kinds in lowercase) and
+/// `EnvoyFilter/ns/name` (Istio's config keys), as words of their own or between
+/// `|`, brackets or quotes.
+fn slashed_kind(message: &str) -> Option<MessageObject<'_>> {
+    message
+        .split(|c: char| c.is_whitespace() || matches!(c, '|' | '[' | ']' | '(' | ')' | '"' | '\''))
+        .find_map(|word| {
+            let word = word.trim_end_matches([':', '.', ',', ';']);
+            let mut parts = word.split('/');
+            let (kind, first, second) = (parts.next()?, parts.next()?, parts.next());
+            if parts.next().is_some() || kind.eq_ignore_ascii_case("namespace") {
+                return None;
+            }
+            let (namespace, name) = match second {
+                Some(name) if is_kind(kind) => (Some(first), name),
+                None if LOWERCASE_KINDS.contains(&kind) => (None, first),
+                _ => return None,
+            };
+            (is_object_name(name) && namespace.is_none_or(is_object_name)).then_some(
+                MessageObject {
+                    kind: Some(kind),
+                    namespace,
+                    name,
+                },
+            )
+        })
 }
 
 /// `Kind ns/name`, `Kind "ns/name"`, `syncing deployment ns/name`.
@@ -275,6 +306,29 @@ pub fn api_error_object(message: &str) -> Option<(&str, &str)> {
     None
 }
 
+/// Knative's `[controller] [ns/name] message`: the key the controller reconciles,
+/// before any object the message goes on to name.
+fn key_after_controller(message: &str) -> Option<MessageObject<'_>> {
+    let controller = bracketed_controller(message)?;
+    let after = message.split_once(controller)?.1.strip_prefix("] [")?;
+    let (path, _) = after.split_once(']')?;
+    path_object(None, path)
+}
+
+/// The controller a message names in brackets, as Knative's test logs print it
+/// (`[route-controller] [ns/name] message`).
+pub fn bracketed_controller(message: &str) -> Option<&str> {
+    cut(message, 1024)
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix('[')?.strip_suffix(']'))
+        .find(|name| {
+            (name.ends_with("-controller") || name.ends_with("-reconciler"))
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
 /// The namespace a message names on its own: `in namespace X`, `Namespace/X`.
 pub fn namespace_phrase(message: &str) -> Option<&str> {
     let head = cut(message, 1024);
@@ -349,6 +403,39 @@ mod tests {
 
     fn object(message: &str) -> Option<(Option<&str>, Option<&str>, &str)> {
         find(message).map(|o| (o.kind, o.namespace, o.name))
+    }
+
+    #[test]
+    fn controllers_in_brackets() {
+        // https://github.com/knative/operator/issues/259
+        let line = "kubelogs.go:197: I 20:32:35.272 controller-9b998cd47-5cjw4 [route-controller] [serving-tests/upgrade-probe] Updating targeted revisions.";
+        assert_eq!(bracketed_controller(line), Some("route-controller"));
+        let first = "kubelogs.go:197: I 20:32:35.272 controller-9b998cd47-5cjw4 [route-controller] [serving-tests/upgrade-probe] Revision serving-tests/upgrade-probe-66gn5 is inactive";
+        assert_eq!(
+            object(first),
+            Some((None, Some("serving-tests"), "upgrade-probe"))
+        );
+        assert_eq!(bracketed_controller("[ns/name] Handler called"), None);
+    }
+
+    #[test]
+    fn slashed_kinds_of_kubectl_and_istio() {
+        // https://github.com/tmforum-oda/oda-canvas (kopf, ComponentOperator)
+        assert_eq!(
+            object(
+                "[prodcat-productcatalogmanagement|deployment/prodcat-partyroleapi|adopt_deployment|adopt_deployment] Handler called: "
+            ),
+            Some((Some("deployment"), None, "prodcat-partyroleapi"))
+        );
+        // https://github.com/istio/istio/issues/37445
+        assert_eq!(
+            object(
+                "Push debounce stable[127] 1 for config EnvoyFilter/istio-system/wasm-service: 100.7339ms since last change"
+            ),
+            Some((Some("EnvoyFilter"), Some("istio-system"), "wasm-service"))
+        );
+        assert_eq!(object("GET apis/apps/v1 done"), None);
+        assert_eq!(object("found widget/x and Namespace/bar"), None);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub use fields::{FieldValue, facts_from_fields};
 pub use go_duration::parse_go_duration;
 pub use json_join::{OpenJson, joined_is_object};
 pub use level::Level;
+pub use message_object::namespace_phrase;
 pub use outcome::LogOutcome;
 pub use user_defined::{JsonKeys, LogFormatConfig, UserFormats};
 
@@ -123,6 +124,12 @@ impl LogFacts {
             && let Some(kind) = message_object::kind_of_named(&self.message, name)
         {
             self.kind = Some(kind.to_string());
+        }
+        if self.controller.is_none()
+            && self.name.is_some()
+            && let Some(controller) = message_object::bracketed_controller(&self.message)
+        {
+            self.controller = Some(controller.to_string());
         }
         if self.name.is_some()
             && self.namespace.is_none()

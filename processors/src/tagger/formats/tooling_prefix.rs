@@ -115,13 +115,18 @@ fn compose_pipe(line: &str) -> Option<Stripped<'_>> {
     })
 }
 
-/// stern's `pod container line`: two words that are Kubernetes names.
+/// stern's `pod container line`: two words that are Kubernetes names; or one
+/// before a JSON line, where the pod's name was wrapped onto the line before.
 fn stern(line: &str) -> Option<Stripped<'_>> {
-    let (pod, rest) = line.split_once(' ')?;
-    let (container, rest) = rest.split_once(' ')?;
-    if !is_object_name(pod) || !is_object_name(container) {
+    let (pod, rest) = line.trim_start().split_once(' ')?;
+    if !is_object_name(pod) {
         return None;
     }
+    let rest = match rest.split_once(' ') {
+        Some((container, rest)) if is_object_name(container) => rest,
+        _ if rest.starts_with('{') => rest,
+        _ => return None,
+    };
     Some(Stripped {
         rest: rest.trim_start(),
         time: None,
