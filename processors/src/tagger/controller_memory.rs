@@ -131,8 +131,10 @@ pub fn guess_from_controller(controller: &str) -> Option<(Option<&str>, Option<&
         "-controller",
         "_controller",
         "controller",
+        "Controller",
         "-reconciler",
         "reconciler",
+        "Reconciler",
     ]
     .iter()
     .find_map(|suffix| head.strip_suffix(suffix))
@@ -195,6 +197,10 @@ mod tests {
             Some((None, Some("certificates")))
         );
         assert_eq!(guess_from_controller("kube-controller-manager"), None);
+        assert_eq!(
+            guess_from_controller("io.git.mic.ope.MicrocksReconciler"),
+            Some((Some("Microcks"), None))
+        );
         assert_eq!(guess_from_controller("x"), None);
         assert_eq!(guess_from_controller("a b"), None);
     }

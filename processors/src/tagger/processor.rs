@@ -175,6 +175,17 @@ impl OperatorTagger {
         {
             memory.remember_kind(controller, kind);
         }
+        // A Kind that only begins with the resource a 409 about the same object names
+        // is a controller's name (cert-manager's `CertificateReadiness`).
+        if let (Some(kind), Some(conflict)) = (
+            &facts.kind,
+            conflict.filter(|conflict| facts.name.as_ref() == Some(&conflict.name)),
+        ) {
+            let singular = singular_of_resource(&conflict.resource);
+            if kind.len() > singular.len() && kind.to_ascii_lowercase().starts_with(&singular) {
+                facts.kind = Some(singular);
+            }
+        }
         if let Some(name) = &facts.name {
             let mut objects = self.objects();
             objects.remember(facts.kind.as_deref(), facts.namespace.as_deref(), name);

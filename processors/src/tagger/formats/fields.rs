@@ -174,6 +174,10 @@ fn rule_for(key: &str) -> Option<Rule> {
         "ts" | "time" | "timestamp" => states(Fact::Time, 0),
         "level" | "lvl" | "severity" => states(Fact::Level, 0),
         "logger" => states(Fact::Logger, 0),
+        // Elastic Common Schema, as ECK writes it.
+        "log.logger" => states(Fact::Logger, 1),
+        "log.level" => states(Fact::Level, 1),
+        "@timestamp" => states(Fact::Time, 1),
         "target" => states(Fact::Logger, 1),
         "msg" => states(Fact::Message, 0),
         "message" => states(Fact::Message, 1),
@@ -252,10 +256,13 @@ impl<'a> Found<'a> {
                 self.note_object(RANK_REQUEST_KEY, &value);
             }
             None if let Some((kind, fact)) = prefixed_name_key(key) => {
-                // OLM's `catalogsource.name=x catalogsource.namespace=y`.
+                // OLM's `catalogsource.name=x catalogsource.namespace=y`; ECK's
+                // `es_name`, whose two letters name no Kind.
                 if let Some(text) = value.as_str().filter(|text| is_object_name(text)) {
                     self.push_str(fact, RANK_PREFIXED_NAME, text);
-                    self.push_str(Fact::Kind, RANK_PLAIN_KIND + 1, kind);
+                    if kind.len() >= 3 {
+                        self.push_str(Fact::Kind, RANK_PLAIN_KIND + 1, kind);
+                    }
                 }
             }
             None if matches!(value, FieldValue::Object(_) | FieldValue::Str(_)) => {
@@ -472,9 +479,8 @@ fn prefixed_name_key(key: &str) -> Option<(&str, Fact)> {
         "event",
         "log",
     ];
-    // `controller.name` names the controller; two letters (`es_name`) are too few
-    // to be a Kind.
-    let is_kind = kind.len() >= 3
+    // `controller.name` names the controller.
+    let is_kind = kind.len() >= 2
         && kind.bytes().all(|b| b.is_ascii_alphabetic())
         && !SEMANTIC_CONVENTIONS.contains(&kind)
         && kind != "controller";

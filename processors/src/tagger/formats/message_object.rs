@@ -63,6 +63,7 @@ pub fn find(message: &str) -> Option<MessageObject<'_>> {
         .or_else(|| kind_then_path(head))
         .or_else(|| quoted_path(head))
         .or_else(|| kind_then_quoted_name(head))
+        .or_else(|| reconciled_quoted_name(head))
 }
 
 /// `Certificate "example-com-tls"`: a Kind and a quoted name, no namespace.
@@ -309,24 +310,57 @@ pub fn api_error_object(message: &str) -> Option<(&str, &str)> {
 /// Knative's `[controller] [ns/name] message`: the key the controller reconciles,
 /// before any object the message goes on to name.
 fn key_after_controller(message: &str) -> Option<MessageObject<'_>> {
-    let controller = bracketed_controller(message)?;
+    let controller = named_controller(message)?;
     let after = message.split_once(controller)?.1.strip_prefix("] [")?;
     let (path, _) = after.split_once(']')?;
     path_object(None, path)
 }
 
-/// The controller a message names in brackets, as Knative's test logs print it
-/// (`[route-controller] [ns/name] message`).
-pub fn bracketed_controller(message: &str) -> Option<&str> {
-    cut(message, 1024)
+/// The controller a message names: in brackets, as Knative's test logs print it
+/// (`[route-controller] [ns/name] message`), or as a prefix (`ingress-shim
+/// controller: syncing item`, old cert-manager).
+pub fn named_controller(message: &str) -> Option<&str> {
+    let head = cut(message, 1024);
+    let is_name = |name: &str| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    let bracketed = head
         .split_whitespace()
         .filter_map(|word| word.strip_prefix('[')?.strip_suffix(']'))
         .find(|name| {
-            (name.ends_with("-controller") || name.ends_with("-reconciler"))
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            (name.ends_with("-controller") || name.ends_with("-reconciler")) && is_name(name)
+        });
+    bracketed.or_else(|| {
+        let (before, _) = head.split_once(" controller: ")?;
+        let name = before.rsplit(' ').next()?;
+        is_name(name).then_some(name)
+    })
+}
+
+/// A quoted name in a message about a reconcile, as Java operators write it
+/// (`Starting reconcile operation for 'microcks'`).
+fn reconciled_quoted_name(message: &str) -> Option<MessageObject<'_>> {
+    if !message.to_ascii_lowercase().contains("reconcil") {
+        return None;
+    }
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.windows(2).find_map(|pair| {
+        let [before, quoted] = *pair else {
+            return None;
+        };
+        if before != "for" {
+            return None;
+        }
+        let name = unquote(quoted.trim_end_matches([':', ',', ';', '.']));
+        (name != quoted && is_object_name(name)).then_some(MessageObject {
+            kind: None,
+            namespace: None,
+            name,
         })
+    })
 }
 
 /// The namespace a message names on its own: `in namespace X`, `Namespace/X`.
@@ -406,16 +440,27 @@ mod tests {
     }
 
     #[test]
-    fn controllers_in_brackets() {
+    fn controllers_named_in_messages() {
         // https://github.com/knative/operator/issues/259
         let line = "kubelogs.go:197: I 20:32:35.272 controller-9b998cd47-5cjw4 [route-controller] [serving-tests/upgrade-probe] Updating targeted revisions.";
-        assert_eq!(bracketed_controller(line), Some("route-controller"));
+        assert_eq!(named_controller(line), Some("route-controller"));
+        // https://github.com/cert-manager/cert-manager/issues/568
+        assert_eq!(
+            named_controller("ingress-shim controller: syncing item 'default/example'"),
+            Some("ingress-shim")
+        );
         let first = "kubelogs.go:197: I 20:32:35.272 controller-9b998cd47-5cjw4 [route-controller] [serving-tests/upgrade-probe] Revision serving-tests/upgrade-probe-66gn5 is inactive";
         assert_eq!(
             object(first),
             Some((None, Some("serving-tests"), "upgrade-probe"))
         );
-        assert_eq!(bracketed_controller("[ns/name] Handler called"), None);
+        assert_eq!(named_controller("[ns/name] Handler called"), None);
+        // https://github.com/microcks/microcks-operator (README)
+        assert_eq!(
+            object("Starting reconcile operation for 'microcks'"),
+            Some((None, None, "microcks"))
+        );
+        assert_eq!(object("waiting for 'microcks'"), None);
     }
 
     #[test]

@@ -127,7 +127,7 @@ impl LogFacts {
         }
         if self.controller.is_none()
             && self.name.is_some()
-            && let Some(controller) = message_object::bracketed_controller(&self.message)
+            && let Some(controller) = message_object::named_controller(&self.message)
         {
             self.controller = Some(controller.to_string());
         }

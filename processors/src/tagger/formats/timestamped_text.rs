@@ -133,6 +133,13 @@ fn split_context(text: &str) -> (&str, Option<JsonObject<'_>>) {
 /// Strimzi's `Class:line - message` end the logger at ` - `; zap's copied console
 /// columns are runs of two or more spaces.
 fn message_of(text: &str) -> (Option<&str>, &str) {
+    // Quarkus: `[logger] (thread) message`.
+    if let Some((logger, rest)) = text.strip_prefix('[').and_then(|t| t.split_once("] ("))
+        && !logger.contains(' ')
+        && let Some((_thread, message)) = rest.split_once(") ")
+    {
+        return (Some(logger), message.trim());
+    }
     if let Some((head, message)) = text.split_once(" - ")
         && head.len() <= 160
         && !head.contains(": ")
@@ -151,6 +158,21 @@ fn message_of(text: &str) -> (Option<&str>, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quarkus_logger_in_brackets() {
+        // https://github.com/microcks/microcks-operator (README)
+        let facts = recognize(
+            "2024-07-31 14:12:18,732 INFO  [io.git.mic.ope.MicrocksReconciler] (ReconcilerExecutor-microcksreconciler-391) Starting reconcile operation for 'microcks'",
+        )
+        .unwrap()
+        .facts;
+        assert_eq!(
+            facts.logger.as_deref(),
+            Some("io.git.mic.ope.MicrocksReconciler")
+        );
+        assert_eq!(facts.message, "Starting reconcile operation for 'microcks'");
+    }
 
     #[test]
     fn log4j_and_strimzi() {
