@@ -201,7 +201,16 @@ impl OperatorTagger {
                     })
                     .or_else(|| memory.kind_of(controller).map(str::to_string))
                     .or_else(|| match guess_from_controller(controller)? {
-                        (Some(kind), _) => Some(kind.to_string()),
+                        // A logger's lowercase word is a package (`manifestival`,
+                        // `kopf.objects`), where a controller's is its Kind.
+                        (Some(kind), _)
+                            if facts.controller.is_some()
+                                || kind.starts_with(|c: char| c.is_ascii_uppercase())
+                                || names_a_controller(controller) =>
+                        {
+                            Some(kind.to_string())
+                        }
+                        (Some(_), _) => None,
                         (None, resource) => resource.map(singular_of_resource),
                     });
             }
@@ -432,7 +441,9 @@ impl OperatorTagger {
             .error
             .as_deref()
             .and_then(find_conflict)
-            .or_else(|| find_conflict(&facts.message));
+            .or_else(|| find_conflict(&facts.message))
+            // klog's unkeyed values, a console line's cut context.
+            .or_else(|| body.and_then(find_conflict));
         self.complete_from_controller(&mut facts, conflict.as_ref());
         let time = facts.time_unix_nano.unwrap_or(record.time_unix_nano);
         let deletion = self.deletion_state(&facts, time);
@@ -469,6 +480,12 @@ impl OperatorTagger {
             write_conflict(attributes, &conflict);
         }
     }
+}
+
+/// Whether a logger's name says it is a controller's (`subscription-controller`).
+fn names_a_controller(logger: &str) -> bool {
+    let lower = logger.to_ascii_lowercase();
+    lower.contains("controller") || lower.contains("reconciler")
 }
 
 fn spans(request: &ExportTraceServiceRequest) -> impl Iterator<Item = &Span> {

@@ -10,7 +10,7 @@ const ESCAPE: char = '\u{1b}';
 /// there are none.
 pub fn strip_ansi(line: &str) -> Cow<'_, str> {
     if !line.contains(ESCAPE) {
-        return Cow::Borrowed(line);
+        return strip_lost_escapes(line);
     }
     let mut plain = String::with_capacity(line.len());
     let mut chars = line.chars();
@@ -21,6 +21,39 @@ pub fn strip_ansi(line: &str) -> Cow<'_, str> {
             skip_control_sequence(&mut chars);
         }
     }
+    Cow::Owned(plain)
+}
+
+/// A colour reset that lost its escape character, as terminal output pasted into an
+/// issue often does: `[2m2025-11-13T01:14:37Z[0m [31mERROR[0m`.
+const LOST_RESET: &str = "[0m";
+
+/// `line` without colour sequences whose escape character was lost in copying
+/// (`[31m`, `[2;3m`): only in a line with two resets or more, so that text which
+/// merely holds `[1m` stays as it is.
+fn strip_lost_escapes(line: &str) -> Cow<'_, str> {
+    if line.matches(LOST_RESET).nth(1).is_none() {
+        return Cow::Borrowed(line);
+    }
+    let mut plain = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find('[') {
+        let (before, from) = rest.split_at(at);
+        plain.push_str(before);
+        let parameters = from
+            .get(1..)
+            .unwrap_or_default()
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || *b == b';')
+            .count();
+        if parameters > 0 && from.as_bytes().get(1 + parameters) == Some(&b'm') {
+            rest = from.get(parameters + 2..).unwrap_or_default();
+        } else {
+            plain.push('[');
+            rest = from.get(1..).unwrap_or_default();
+        }
+    }
+    plain.push_str(rest);
     Cow::Owned(plain)
 }
 
@@ -42,6 +75,17 @@ mod tests {
     fn removes_colour_sequences() {
         assert_eq!(strip_ansi("\u{1b}[31mERROR\u{1b}[0m\tmsg"), "ERROR\tmsg");
         assert_eq!(strip_ansi("\u{1b}[2;3mdim\u{1b}[0m"), "dim");
+    }
+
+    #[test]
+    fn removes_colour_sequences_that_lost_their_escape() {
+        // https://github.com/rancher/cluster-api-addon-provider-fleet/issues/366
+        assert_eq!(
+            strip_ansi("[2m2025-11-13T01:14:37.669665Z[0m [31mERROR[0m [1mreconciling object[0m"),
+            "2025-11-13T01:14:37.669665Z ERROR reconciling object"
+        );
+        assert_eq!(strip_ansi("[1m] one [0m only"), "[1m] one [0m only");
+        assert_eq!(strip_ansi("[0m [x] [0m [12"), " [x]  [12");
     }
 
     #[test]

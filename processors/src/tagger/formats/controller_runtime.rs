@@ -3,6 +3,7 @@
 
 use super::continuation::is_go_source_position;
 use super::fields::json_fields;
+use super::json_join::close_cut_object;
 use super::json_line::JsonObject;
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
 use crate::timestamp::{has_zone, parse_timestamp};
@@ -22,7 +23,15 @@ pub fn recognize_console(line: &str) -> Option<LogFacts> {
     let stamp = columns.next()?;
     let time = parse_timestamp(stamp)?;
     let level = Level::parse(columns.next()?.trim())?;
-    let (text, context) = split_context(columns.next().unwrap_or_default());
+    let rest = columns.next().unwrap_or_default();
+    let (text, context) = split_context(rest);
+    // A context an excerpt cut: its complete members.
+    let cut = context
+        .is_none()
+        .then(|| rest.rsplit_once('\t'))
+        .flatten()
+        .and_then(|(text, last)| Some((text, close_cut_object(last)?)));
+    let text = cut.as_ref().map_or(text, |(text, _)| text);
     let (logger, message) = logger_and_message(text);
     let mut facts = LogFacts {
         time_unix_nano: Some(time),
@@ -33,6 +42,10 @@ pub fn recognize_console(line: &str) -> Option<LogFacts> {
         ..LogFacts::of_format(LogFormat::ControllerRuntimeConsole)
     };
     if let Some(context) = context {
+        facts_from_fields(json_fields(&context), &mut facts);
+    } else if let Some((_, closed)) = &cut
+        && let Some(context) = JsonObject::parse(closed)
+    {
         facts_from_fields(json_fields(&context), &mut facts);
     }
     Some(facts)

@@ -286,6 +286,10 @@ impl<'a> Found<'a> {
         }
         if let Some((namespace, name)) = value.object_or_path_name() {
             self.note_namespaced(rank, namespace, name);
+            // An event's involved `object` states its Kind.
+            if let Some(kind) = value.object_kind() {
+                self.push_str(Fact::Kind, rank, kind);
+            }
         }
     }
 
@@ -581,6 +585,17 @@ mod tests {
         ]);
         assert_eq!(facts.namespace.as_deref(), Some("own"));
         assert_eq!(facts.reconcile_id.as_deref(), Some("own-id"));
+    }
+
+    #[test]
+    fn an_event_object_states_its_kind() {
+        // https://github.com/crossplane/crossplane/issues/3540
+        let line = r#"{"object": {"kind":"Provider","name":"aws","apiVersion":"pkg.crossplane.io/v1"}, "reason": "InstallPackageRevision"}"#;
+        let object = JsonObject::parse(line).expect("an object");
+        let mut facts = LogFacts::default();
+        facts_from_fields(json_fields(&object), &mut facts);
+        assert_eq!(facts.kind.as_deref(), Some("Provider"));
+        assert_eq!(facts.name.as_deref(), Some("aws"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A JSON object cut across lines, as it is pasted or pretty-printed: the lines that
 //! follow a line whose object is still open are joined to it until the object closes.
+//! An object that never closes (an excerpt cut it) keeps its complete members.
 
 use crate::timestamp::parse_timestamp;
 
@@ -46,26 +47,28 @@ impl OpenJson {
 
     fn scan(&mut self, text: &str) {
         for byte in text.bytes() {
-            if self.in_string {
-                match byte {
-                    _ if self.escaped => self.escaped = false,
-                    b'\\' => self.escaped = true,
-                    b'"' => self.in_string = false,
-                    _ => {}
-                }
-                continue;
+            self.step(byte);
+            if self.depth == 0 && !self.in_string && byte == b'}' {
+                return;
             }
+        }
+    }
+
+    fn step(&mut self, byte: u8) {
+        if self.in_string {
             match byte {
-                b'"' => self.in_string = true,
-                b'{' => self.depth = self.depth.saturating_add(1),
-                b'}' => {
-                    self.depth = self.depth.saturating_sub(1);
-                    if self.depth == 0 {
-                        return;
-                    }
-                }
+                _ if self.escaped => self.escaped = false,
+                b'\\' => self.escaped = true,
+                b'"' => self.in_string = false,
                 _ => {}
             }
+            return;
+        }
+        match byte {
+            b'"' => self.in_string = true,
+            b'{' => self.depth = self.depth.saturating_add(1),
+            b'}' => self.depth = self.depth.saturating_sub(1),
+            _ => {}
         }
     }
 }
@@ -77,6 +80,28 @@ pub fn joined_is_object(joined: &str) -> bool {
         .find('{')
         .and_then(|start| joined.get(start..))
         .is_some_and(|object| super::json_line::JsonObject::parse(object.trim_end()).is_some())
+}
+
+/// The complete top-level members of an object that starts `text` and is cut before
+/// it closes, closed into an object of their own (`{"a":"x","b":"y` → `{"a":"x"}`);
+/// `None` for an object that closes, or one cut within its first member.
+pub fn close_cut_object(text: &str) -> Option<String> {
+    if !text.starts_with('{') {
+        return None;
+    }
+    let mut scan = OpenJson::default();
+    let mut last_member_end = None;
+    for (at, byte) in text.bytes().enumerate() {
+        scan.step(byte);
+        if !scan.in_string && byte == b',' && scan.depth == 1 {
+            last_member_end = Some(at);
+        }
+        if scan.depth == 0 {
+            return None;
+        }
+    }
+    let end = last_member_end?;
+    Some(format!("{}}}", text.get(..end)?))
 }
 
 /// `I0501`, `E1119`: the start of a klog line.
@@ -103,6 +128,28 @@ mod tests {
         assert!(wrapped.feed(r#"-k2rbw", "queueLength": 0}"#));
         assert_eq!(OpenJson::opened_by(r#"{"complete": true}"#), None);
         assert_eq!(OpenJson::opened_by("no braces"), None);
+    }
+
+    #[test]
+    fn an_object_cut_by_an_excerpt_keeps_its_complete_members() {
+        // https://github.com/knative/operator/issues/302 (the paste cut the line)
+        let cut = r#"{"level":"info","msg":"Updating","name":"knative-eventing/pingsource-mt-adapter","type":"apps/v1, Kind=Deploy"#;
+        assert_eq!(
+            close_cut_object(cut).as_deref(),
+            Some(
+                r#"{"level":"info","msg":"Updating","name":"knative-eventing/pingsource-mt-adapter"}"#
+            )
+        );
+        assert_eq!(
+            close_cut_object(r#"{"a": {"b": 1, "c": "x, y"#).as_deref(),
+            None
+        );
+        assert_eq!(
+            close_cut_object(r#"{"a": "é", "b": "#).as_deref(),
+            Some(r#"{"a": "é"}"#)
+        );
+        assert_eq!(close_cut_object(r#"{"a": 1}"#), None);
+        assert_eq!(close_cut_object("not json"), None);
     }
 
     #[test]

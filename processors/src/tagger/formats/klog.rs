@@ -95,10 +95,25 @@ fn read_body(body: &str, facts: &mut LogFacts) {
             .filter(|logger| !logger.is_empty())
             .map(str::to_string);
         read_pairs(pairs, facts);
+    } else if let Some(start) = first_quoted_pair(body) {
+        // klogr's `message "key"="value", "key2"="value2"`, the message unquoted.
+        let (message, pairs) = body.split_at_checked(start).unwrap_or((body, ""));
+        facts.message = message.trim().to_string();
+        read_pairs(pairs, facts);
     } else {
         facts.message = body.to_string();
         read_sync_message(body, facts);
     }
+}
+
+/// Where the first `"key"=` of a text begins: a quoted word, after a space, that an
+/// `=` follows.
+fn first_quoted_pair(text: &str) -> Option<usize> {
+    text.match_indices(" \"").find_map(|(at, _)| {
+        let (key, rest) = read_quoted(text.get(at + 2..)?);
+        let is_key = !key.is_empty() && !key.contains(char::is_whitespace);
+        (is_key && rest.starts_with('=')).then_some(at + 1)
+    })
 }
 
 /// The `key=value` pairs after a structured message; words without `=` (klog does not
@@ -174,6 +189,20 @@ mod tests {
             format: LogFormat::Klog,
             ..facts
         }
+    }
+
+    #[test]
+    fn klogr_pairs_after_an_unquoted_message() {
+        // https://github.com/GoogleContainerTools/config-sync/pull/1049
+        let facts = recognize_line(
+            r#"I1117 14:10:13.889507       1 delete.go:155] Deleting object "object"="config-management-system/root-reconciler", "objectKind"="Deployment""#,
+        );
+        assert_eq!(facts.message, "Deleting object");
+        assert_eq!(facts.kind.as_deref(), Some("Deployment"));
+        assert_eq!(facts.namespace.as_deref(), Some("config-management-system"));
+        assert_eq!(facts.name.as_deref(), Some("root-reconciler"));
+        let printf = recognize_line(r#"I1117 14:10:13.889507 1 a.go:1] said "hello" twice"#);
+        assert_eq!(printf.message, r#"said "hello" twice"#);
     }
 
     #[test]

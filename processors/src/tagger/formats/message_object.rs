@@ -64,6 +64,47 @@ pub fn find(message: &str) -> Option<MessageObject<'_>> {
         .or_else(|| quoted_path(head))
         .or_else(|| kind_then_quoted_name(head))
         .or_else(|| reconciled_quoted_name(head))
+        .or_else(|| builtin_kind_and_name(head))
+}
+
+/// A built-in Kind and a bare name: `Missing timestamp for Node ip-172-31-74-0.`,
+/// `[Pod: mariadb-sample-6b59]`, `pod=my-cluster-2`. Only a name with a digit or a
+/// `-` is taken, so that prose (`Pod is ready`) names nothing.
+fn builtin_kind_and_name(message: &str) -> Option<MessageObject<'_>> {
+    let is_builtin = |kind: &str| {
+        LOWERCASE_KINDS
+            .iter()
+            .any(|builtin| builtin.eq_ignore_ascii_case(kind))
+            && !kind.eq_ignore_ascii_case("namespace")
+    };
+    let is_generated_name = |name: &str| {
+        is_object_name(name) && name.contains(|c: char| c == '-' || c.is_ascii_digit())
+    };
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let keyed = words.iter().find_map(|word| {
+        let (kind, name) = word.split_once('=')?;
+        (LOWERCASE_KINDS.contains(&kind) && kind != "namespace" && is_generated_name(name))
+            .then_some((kind, name))
+    });
+    let spaced = || {
+        words.windows(2).find_map(|pair| {
+            let [kind, name] = *pair else {
+                return None;
+            };
+            let kind = kind.trim_start_matches('[').trim_end_matches(':');
+            let name = name.trim_end_matches([']', '.', ',', ';', ':']);
+            (kind.starts_with(|c: char| c.is_ascii_uppercase())
+                && is_builtin(kind)
+                && is_generated_name(name))
+            .then_some((kind, name))
+        })
+    };
+    let (kind, name) = keyed.or_else(spaced)?;
+    Some(MessageObject {
+        kind: Some(kind),
+        namespace: None,
+        name,
+    })
 }
 
 /// `Certificate "example-com-tls"`: a Kind and a quoted name, no namespace.
@@ -461,6 +502,27 @@ mod tests {
             Some((None, None, "microcks"))
         );
         assert_eq!(object("waiting for 'microcks'"), None);
+    }
+
+    #[test]
+    fn built_in_kinds_before_bare_names() {
+        // https://github.com/kubernetes/minikube/issues/9322
+        assert_eq!(
+            object("Missing timestamp for Node ip-172-31-74-0. Assuming now as a timestamp."),
+            Some((Some("Node"), None, "ip-172-31-74-0"))
+        );
+        // https://github.com/opendatahub-io/data-science-pipelines-operator/issues/186
+        assert_eq!(
+            object("Reconcile event triggered by [Pod: mariadb-sample-6b59bdf8b-xgmjm] "),
+            Some((Some("Pod"), None, "mariadb-sample-6b59bdf8b-xgmjm"))
+        );
+        // A kopf handler's own message (a MySQL operator's readme)
+        assert_eq!(
+            object("on_pod_create: pod=my-mysql-innodbcluster-2 ContainersReady=True Ready=False"),
+            Some((Some("pod"), None, "my-mysql-innodbcluster-2"))
+        );
+        assert_eq!(object("Pod is ready"), None);
+        assert_eq!(object("Node ready after restart"), None);
     }
 
     #[test]

@@ -212,6 +212,15 @@ fn recognize_trimmed(line: &str) -> LogFacts {
     if let Some(object) = json_object(line) {
         return recognize_json(&object);
     }
+    // A JSON line an excerpt cut: its complete members, when they hold the message.
+    if let Some(closed) = json_join::close_cut_object(line)
+        && let Some(object) = JsonObject::parse(&closed)
+    {
+        let facts = recognize_json(&object);
+        if !facts.message.is_empty() {
+            return facts;
+        }
+    }
     controller_runtime::recognize_console(line)
         .or_else(|| timestamped_text::recognize_spaced_console(line))
         .or_else(|| kube_rs::recognize_text(line))

@@ -37,11 +37,11 @@ pub fn recognize(line: &str) -> Option<Recognized> {
         other => (other, message),
     };
     let mut facts = LogFacts {
-        time_unix_nano: Some(time),
+        time_unix_nano: time,
         level: Some(level),
         logger: logger.or(column_logger).map(str::to_string),
         message: message.to_string(),
-        zoneless_time: !zoned,
+        zoneless_time: time.is_some() && !zoned,
         ..LogFacts::of_format(LogFormat::TimestampedText)
     };
     let has_context = context.is_some();
@@ -59,7 +59,7 @@ pub struct Recognized {
 
 /// The time of a leading `2024-05-30 11:37:18,581`, `2024-05-30T11:37:18Z` or either
 /// in brackets, and what follows it.
-fn leading_timestamp(line: &str) -> Option<(u64, bool, &str)> {
+fn leading_timestamp(line: &str) -> Option<(Option<u64>, bool, &str)> {
     let (bracketed, text) = match line.strip_prefix('[') {
         Some(inner) => (true, inner),
         None => (false, line),
@@ -77,13 +77,31 @@ fn leading_timestamp(line: &str) -> Option<(u64, bool, &str)> {
     } else {
         (first, text.get(first_end..)?)
     };
-    let time = parse_timestamp(stamp)?;
+    let time = match parse_timestamp(stamp) {
+        Some(time) => Some(time),
+        // A time of day alone (`17:56:00`, as some terminals print it): the line's
+        // shape, but no time to correlate it by.
+        None if is_time_of_day(stamp) => None,
+        None => return None,
+    };
     let rest = if bracketed {
         rest.strip_prefix(']')?
     } else {
         rest
     };
     Some((time, has_zone(stamp), rest.trim_start()))
+}
+
+/// `17:56:00`, `17:56:00.123`.
+fn is_time_of_day(stamp: &str) -> bool {
+    let (clock, fraction) = stamp.split_once(['.', ',']).unwrap_or((stamp, "0"));
+    let parts: Vec<&str> = clock.split(':').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|part| part.len() == 2 && part.bytes().all(|b| b.is_ascii_digit()))
+        && !fraction.is_empty()
+        && fraction.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A level word (`INFO`, `[INFO    ]`) among the first words, the word before it (a
@@ -158,6 +176,20 @@ fn message_of(text: &str) -> (Option<&str>, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_of_day_alone() {
+        // https://github.com/crossplane/crossplane/issues/3540
+        let facts = recognize_spaced_console(
+            r#"17:56:00 DEBUG    crossplane    Reconciling    {"controller": "packages/provider.pkg.crossplane.io", "request": "/aws"}"#,
+        )
+        .unwrap();
+        assert_eq!(facts.time_unix_nano, None);
+        assert_eq!(facts.message, "Reconciling");
+        assert_eq!(facts.name.as_deref(), Some("aws"));
+        assert!(recognize("17:56 DEBUG x").is_none());
+        assert!(recognize("17:56:00 nothing here").is_none());
+    }
 
     #[test]
     fn quarkus_logger_in_brackets() {
