@@ -21,6 +21,17 @@ struct Known {
     namespace: Option<Box<str>>,
 }
 
+impl Known {
+    /// Whether the object may be the one in `namespace`: where either is not known,
+    /// it may.
+    fn is_in(&self, namespace: Option<&str>) -> bool {
+        match (&self.namespace, namespace) {
+            (Some(known), Some(namespace)) => **known == *namespace,
+            _ => true,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct ObjectMemory {
     by_name: HashMap<Box<str>, Vec<Known>>,
@@ -60,11 +71,7 @@ impl ObjectMemory {
                 (Some(a), Some(b)) => same_kind(a, b),
                 _ => true,
             };
-            let namespace_fits = match (&known.namespace, namespace) {
-                (Some(a), Some(b)) => **a == *b,
-                _ => true,
-            };
-            kind_fits && namespace_fits
+            kind_fits && known.is_in(namespace)
         };
         if let Some(known) = variants.iter_mut().find(|known| fits(known)) {
             if known.kind.is_none() {
@@ -86,11 +93,7 @@ impl ObjectMemory {
     pub fn kind_of(&self, namespace: Option<&str>, name: &str, message: &str) -> Option<&str> {
         let mut kinds: Vec<&str> = Vec::new();
         for known in self.by_name.get(name)? {
-            let namespace_fits = match (&known.namespace, namespace) {
-                (Some(a), Some(b)) => **a == *b,
-                _ => true,
-            };
-            if let Some(kind) = known.kind.as_deref().filter(|_| namespace_fits)
+            if let Some(kind) = known.kind.as_deref().filter(|_| known.is_in(namespace))
                 && !kinds.iter().any(|seen| same_kind(seen, kind))
             {
                 kinds.push(kind);
@@ -110,6 +113,22 @@ impl ObjectMemory {
                 }
             }
         }
+    }
+
+    /// The Kind, remembered for the object of this name, whose capitals are
+    /// `initials`.
+    pub fn kind_abbreviated(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        initials: &str,
+    ) -> Option<&str> {
+        self.by_name
+            .get(name)?
+            .iter()
+            .filter(|known| known.is_in(namespace))
+            .filter_map(|known| known.kind.as_deref())
+            .find(|kind| super::processor::has_initials(kind, initials))
     }
 
     /// The namespace of the object of this Kind and name, when only one is known.

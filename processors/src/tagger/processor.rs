@@ -188,6 +188,12 @@ impl OperatorTagger {
         }
         if let Some(name) = &facts.name {
             let mut objects = self.objects();
+            if let Some(short) = facts.kind.as_deref().filter(|kind| is_abbreviation(kind))
+                && let Some(full) = kind_with_initials(&facts.message, short)
+                    .or_else(|| objects.kind_abbreviated(facts.namespace.as_deref(), name, short))
+            {
+                facts.kind = Some(full.to_string());
+            }
             objects.remember(facts.kind.as_deref(), facts.namespace.as_deref(), name);
             if facts.kind.is_none() {
                 let from_conflict = conflict
@@ -230,6 +236,30 @@ impl OperatorTagger {
             }
         } else if facts.starts_reconcile && !keys.iter().all(|key| memory.start_counts(key)) {
             facts.starts_reconcile = false;
+        }
+    }
+
+    /// The namespace of the object a 409 names, when the call did not give it: from
+    /// the record's text (`ns/name`, `in namespace ns`) or from earlier records about
+    /// the same object, which are told of it in turn.
+    fn complete_conflict(
+        &self,
+        attributes: &mut Vec<KeyValue>,
+        conflict: &Conflict,
+        body: Option<&str>,
+        message: &str,
+    ) {
+        let kind = singular_of_resource(&conflict.resource);
+        let mut objects = self.objects();
+        let namespace = get_str(attributes, API_NAMESPACE)
+            .or_else(|| body.and_then(|text| namespace_in(text, &conflict.name)))
+            .or_else(|| namespace_in(message, &conflict.name))
+            .or_else(|| namespace_phrase(message))
+            .or_else(|| objects.namespace_of(&kind, &conflict.name))
+            .map(str::to_string);
+        objects.remember(Some(&kind), namespace.as_deref(), &conflict.name);
+        if let Some(namespace) = namespace {
+            set_str(attributes, API_NAMESPACE, &namespace);
         }
     }
 
@@ -469,17 +499,34 @@ impl OperatorTagger {
             write_stated_api_call(attributes, &facts);
         }
         if let Some(conflict) = conflict {
-            if get_str(attributes, API_NAMESPACE).is_none()
-                && let Some(namespace) = body
-                    .and_then(|text| namespace_in(text, &conflict.name))
-                    .or_else(|| namespace_in(&facts.message, &conflict.name))
-                    .or_else(|| namespace_phrase(&facts.message))
-            {
-                set_str(attributes, API_NAMESPACE, namespace);
-            }
+            self.complete_conflict(attributes, &conflict, body, &facts.message);
             write_conflict(attributes, &conflict);
         }
     }
+}
+
+/// A Kind written as its initials (`dspa_name`, `es_name`): two to five lowercase
+/// letters.
+fn is_abbreviation(kind: &str) -> bool {
+    (2..=5).contains(&kind.len()) && kind.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+/// The CamelCase word of a message whose capitals are `initials`
+/// (`DataSciencePipelinesApplication` for `dspa`).
+fn kind_with_initials<'a>(message: &'a str, initials: &str) -> Option<&'a str> {
+    message
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find(|word| has_initials(word, initials))
+}
+
+/// Whether the capitals of a CamelCase word, lowercased, are `initials`.
+pub(super) fn has_initials(word: &str, initials: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word
+            .bytes()
+            .filter(u8::is_ascii_uppercase)
+            .map(|b| b.to_ascii_lowercase())
+            .eq(initials.bytes())
 }
 
 /// Whether a logger's name says it is a controller's (`subscription-controller`).

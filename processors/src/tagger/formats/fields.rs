@@ -328,6 +328,9 @@ impl<'a> Found<'a> {
     /// The field keyed by the Kind (`"RayJob": {..}`, klog's `RayJob="ml/train"`, any
     /// case); without a Kind, the first object-valued field, whose key is then the Kind.
     fn resolve_kind_keyed_object(&mut self) {
+        if self.best_str(Fact::Kind).is_none() {
+            self.resolve_paired_kind_key();
+        }
         let named = match self.best_str(Fact::Kind) {
             Some(kind) => self
                 .kind_keyed
@@ -339,6 +342,27 @@ impl<'a> Found<'a> {
                 .or_else(|| self.first_object_keyed_by_kind()),
         };
         if let Some((namespace, name)) = named {
+            self.note_namespaced(RANK_KIND_KEYED_OBJECT, namespace, name);
+        }
+    }
+
+    /// `"sync"="ns/name" "syncKind"="RootSync"` (Config Sync's klogr keys): a key
+    /// naming an object, and the same key with `Kind` naming its Kind.
+    fn resolve_paired_kind_key(&mut self) {
+        let paired = self.kind_keyed.iter().find_map(|(key, value)| {
+            let prefix = key
+                .strip_suffix("Kind")
+                .filter(|prefix| !prefix.is_empty())?;
+            let kind = value.as_str().filter(|kind| is_kind_key(kind))?;
+            let named = self
+                .kind_keyed
+                .iter()
+                .find(|(other, _)| *other == prefix)
+                .and_then(|(_, object)| object.object_or_path_name())?;
+            Some((kind, named))
+        });
+        if let Some((kind, (namespace, name))) = paired {
+            self.push_str(Fact::Kind, RANK_KIND_FROM_KEY, kind);
             self.note_namespaced(RANK_KIND_KEYED_OBJECT, namespace, name);
         }
     }
@@ -585,6 +609,25 @@ mod tests {
         ]);
         assert_eq!(facts.namespace.as_deref(), Some("own"));
         assert_eq!(facts.reconcile_id.as_deref(), Some("own-id"));
+    }
+
+    #[test]
+    fn a_key_and_its_kind_key_name_an_object() {
+        // https://github.com/GoogleContainerTools/config-sync/pull/1049
+        let facts = facts_of(vec![
+            (
+                "reconciler",
+                FieldValue::Str("config-management-system/root-reconciler"),
+            ),
+            (
+                "sync",
+                FieldValue::Str("config-management-system/root-sync"),
+            ),
+            ("syncKind", FieldValue::Str("RootSync")),
+        ]);
+        assert_eq!(facts.kind.as_deref(), Some("RootSync"));
+        assert_eq!(facts.namespace.as_deref(), Some("config-management-system"));
+        assert_eq!(facts.name.as_deref(), Some("root-sync"));
     }
 
     #[test]

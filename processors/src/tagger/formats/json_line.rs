@@ -37,6 +37,17 @@ impl<'a> JsonObject<'a> {
         Some(object)
     }
 
+    /// The object a line starts with when a few words follow it, as a hard-wrapped
+    /// paste leaves the next line's prefix after it (`{…}   manager`).
+    pub fn parse_before_words(line: &'a str) -> Option<Self> {
+        /// Trailing text longer than this is more than a wrapped prefix.
+        const MAX_TRAILING: usize = 64;
+        let mut stream = serde_json::Deserializer::from_str(line).into_iter::<JsonObject>();
+        let object = stream.next()?.ok()?;
+        let rest = line.get(stream.byte_offset()..)?.trim();
+        (rest.len() <= MAX_TRAILING && !rest.contains(['{', '"'])).then_some(object)
+    }
+
     pub fn get(&self, key: &str) -> Option<&JsonValue<'a>> {
         self.fields
             .binary_search_by(|(name, _)| name.as_ref().cmp(key))

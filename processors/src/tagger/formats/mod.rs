@@ -212,14 +212,8 @@ fn recognize_trimmed(line: &str) -> LogFacts {
     if let Some(object) = json_object(line) {
         return recognize_json(&object);
     }
-    // A JSON line an excerpt cut: its complete members, when they hold the message.
-    if let Some(closed) = json_join::close_cut_object(line)
-        && let Some(object) = JsonObject::parse(&closed)
-    {
-        let facts = recognize_json(&object);
-        if !facts.message.is_empty() {
-            return facts;
-        }
+    if let Some(facts) = salvaged_json(line) {
+        return facts;
     }
     controller_runtime::recognize_console(line)
         .or_else(|| timestamped_text::recognize_spaced_console(line))
@@ -235,6 +229,19 @@ fn json_object(line: &str) -> Option<JsonObject<'_>> {
         return None;
     }
     JsonObject::parse(line)
+}
+
+/// A JSON line a paste damaged: followed by a wrapped line's prefix, or cut by the
+/// excerpt (its complete members). Read when what is left holds the message.
+fn salvaged_json(line: &str) -> Option<LogFacts> {
+    if !line.starts_with('{') {
+        return None;
+    }
+    let facts = match JsonObject::parse_before_words(line) {
+        Some(object) => recognize_json(&object),
+        None => recognize_json(&JsonObject::parse(&json_join::close_cut_object(line)?)?),
+    };
+    (!facts.message.is_empty()).then_some(facts)
 }
 
 fn recognize_json(object: &JsonObject) -> LogFacts {
@@ -320,6 +327,21 @@ mod tests {
         let facts = recognize_line("Reconcile successful");
         assert_eq!(facts.format, LogFormat::Plain);
         assert_eq!(facts.outcome, Some(LogOutcome::Ok));
+    }
+
+    #[test]
+    fn a_json_line_followed_by_a_wrapped_prefix_is_read() {
+        // https://github.com/banzaicloud/koperator/issues/262 (stern output, wrapped)
+        let facts = recognize_line(
+            r#"{"level":"info","ts":1579893801.1523893,"logger":"controllers.KafkaCluster","msg":"Ensuring all topics have finished cleaning up","kafkacluster":"kafka/kafka","Request.Name":"kafka"}               manager "#,
+        );
+        assert_eq!(facts.format, LogFormat::ControllerRuntimeJson);
+        assert_eq!(facts.kind.as_deref(), Some("KafkaCluster"));
+        assert_eq!(facts.namespace.as_deref(), Some("kafka"));
+        let quoted_after = recognize_line(r#"{"msg":"x"} and "more""#);
+        assert_eq!(quoted_after.format, LogFormat::Plain);
+        let no_message = recognize_line(r#"{"a":1} trailing"#);
+        assert_eq!(no_message.format, LogFormat::Plain);
     }
 
     #[test]
