@@ -95,6 +95,14 @@ impl TaggerConfig {
     }
 }
 
+/// The parts of a record's object, borrowed from its facts for completion.
+struct PartialObject<'a> {
+    kind: &'a mut Option<String>,
+    namespace: &'a mut Option<String>,
+    name: &'a str,
+    message: &'a str,
+}
+
 /// Clones share the trace map, so one tagger listed in the traces and the logs
 /// pipelines tags a reconcile's logs from its spans.
 #[derive(Clone)]
@@ -186,27 +194,11 @@ impl OperatorTagger {
                 facts.kind = Some(singular);
             }
         }
-        if let Some(name) = &facts.name {
-            let mut objects = self.objects();
-            if let Some(short) = facts.kind.as_deref().filter(|kind| is_abbreviation(kind))
-                && let Some(full) = kind_with_initials(&facts.message, short)
-                    .or_else(|| objects.kind_abbreviated(facts.namespace.as_deref(), name, short))
-            {
-                facts.kind = Some(full.to_string());
-            }
-            objects.remember(facts.kind.as_deref(), facts.namespace.as_deref(), name);
-            if facts.kind.is_none() {
-                let from_conflict = conflict
-                    .filter(|conflict| &conflict.name == name)
-                    .map(|conflict| singular_of_resource(&conflict.resource));
-                facts.kind = from_conflict
-                    .or_else(|| {
-                        objects
-                            .kind_of(facts.namespace.as_deref(), name, &facts.message)
-                            .map(str::to_string)
-                    })
-                    .or_else(|| memory.kind_of(controller).map(str::to_string))
-                    .or_else(|| match guess_from_controller(controller)? {
+        if facts.name.is_some() {
+            // What the controller says, for an object named without a Kind.
+            let controller_kind = facts.kind.is_none().then(|| {
+                memory.kind_of(controller).map(str::to_string).or_else(|| {
+                    match guess_from_controller(controller)? {
                         // A logger's lowercase word is a package (`manifestival`,
                         // `kopf.objects`), where a controller's is its Kind.
                         (Some(kind), _)
@@ -218,12 +210,17 @@ impl OperatorTagger {
                         }
                         (Some(_), _) => None,
                         (None, resource) => resource.map(singular_of_resource),
-                    });
-            }
-            if facts.namespace.is_none()
-                && let Some(kind) = &facts.kind
-            {
-                facts.namespace = objects.namespace_of(kind, name).map(str::to_string);
+                    }
+                })
+            });
+            if let Some(name) = &facts.name {
+                let object = PartialObject {
+                    kind: &mut facts.kind,
+                    namespace: &mut facts.namespace,
+                    name,
+                    message: &facts.message,
+                };
+                self.complete_object(object, conflict, controller_kind.flatten());
             }
         }
         // Start and end lines of one controller may come from different loggers: the
@@ -260,6 +257,56 @@ impl OperatorTagger {
         objects.remember(Some(&kind), namespace.as_deref(), &conflict.name);
         if let Some(namespace) = namespace {
             set_str(attributes, API_NAMESPACE, &namespace);
+        }
+    }
+
+    /// Completes the object a record names in part from what earlier records said of
+    /// it: a Kind written as its initials, the Kind (from a 409 about the same name,
+    /// the records that named it whole, else what its controller says), the namespace. What
+    /// the record states, and what it learned from 409s and other records, is
+    /// remembered for the records after it.
+    fn complete_object(
+        &self,
+        object: PartialObject<'_>,
+        conflict: Option<&Conflict>,
+        controller_kind: Option<String>,
+    ) {
+        let PartialObject {
+            kind,
+            namespace,
+            name,
+            message,
+        } = object;
+        let mut objects = self.objects();
+        if let Some(short) = kind.as_deref().filter(|kind| is_abbreviation(kind))
+            && let Some(full) = kind_with_initials(message, short)
+                .or_else(|| objects.kind_abbreviated(namespace.as_deref(), name, short))
+        {
+            *kind = Some(full.to_string());
+        }
+        objects.remember(kind.as_deref(), namespace.as_deref(), name);
+        let mut learned = false;
+        if kind.is_none() {
+            let from_others = conflict
+                .filter(|conflict| conflict.name == name)
+                .map(|conflict| singular_of_resource(&conflict.resource))
+                .or_else(|| {
+                    objects
+                        .kind_of(namespace.as_deref(), name, message)
+                        .map(str::to_string)
+                });
+            learned = from_others.is_some();
+            *kind = from_others.or(controller_kind);
+        }
+        if namespace.is_none()
+            && let Some(kind) = kind.as_deref()
+            && let Some(known) = objects.namespace_of(kind, name)
+        {
+            *namespace = Some(known.to_string());
+            learned = true;
+        }
+        if learned {
+            objects.remember(kind.as_deref(), namespace.as_deref(), name);
         }
     }
 
@@ -413,7 +460,48 @@ impl OperatorTagger {
         if let Some((parts, joined, _)) = open.take() {
             self.tag_joined(parts, joined, &mut tagged);
         }
+        // The records of one batch inform each other: an object named in part early
+        // in it takes what later records said of it whole.
+        for record in &mut tagged {
+            self.complete_from_batch(record);
+        }
         tagged
+    }
+
+    /// Fills the Kind or namespace a tagged record's object still lacks from the
+    /// objects remembered since it was tagged.
+    fn complete_from_batch(&self, record: &mut LogRecord) {
+        let attributes = &record.attributes;
+        let Some(name) = get_str(attributes, OBJECT_NAME) else {
+            return;
+        };
+        let kind = get_str(attributes, OBJECT_KIND);
+        let namespace = get_str(attributes, OBJECT_NAMESPACE);
+        if kind.is_some() && namespace.is_some() {
+            return;
+        }
+        let objects = self.objects();
+        let message = body_text(record).unwrap_or_default();
+        let found_kind = match kind {
+            Some(_) => None,
+            None => objects.kind_of(namespace, name, message),
+        };
+        let found_namespace = match namespace {
+            Some(_) => None,
+            None => kind
+                .or(found_kind)
+                .and_then(|kind| objects.namespace_of(kind, name)),
+        };
+        let found = [
+            (OBJECT_KIND, found_kind.map(str::to_string)),
+            (OBJECT_NAMESPACE, found_namespace.map(str::to_string)),
+        ];
+        drop(objects);
+        for (key, value) in found {
+            if let Some(value) = value {
+                set_str(&mut record.attributes, key, &value);
+            }
+        }
     }
 
     /// Tags the records of a JSON object cut across lines (see [`OpenJson`]) as one

@@ -1591,3 +1591,25 @@ fn a_record_naming_an_object_in_part_takes_the_rest_from_records_that_named_it_w
         ["Certificate", "default", "example-com"]
     );
 }
+
+#[test]
+fn records_of_one_batch_complete_an_object_named_in_part_before_it_was_named_whole() {
+    // The ODA Canvas component operator (kopf) names a Deployment without its namespace
+    // before kopf's own line names it with one.
+    // https://github.com/tmforum-oda/oda-canvas/blob/33a882b6ae900ead0aaea7c1bb743845f4e7543f/TEMP/analysis/compop.log
+    let records = tagged_lines(concat!(
+        "[2024-05-06 17:48:05,990] ComponentOperator    [INFO    ] [prodcat-productcatalogmanagement|deployment/prodcat-prodcatapi|adopt_deployment|adopt_deployment] Handler called: \n",
+        "[2024-05-06 17:48:06,031] kopf.objects         [ERROR   ] [components/prodcat-prodcatapi] Handler 'adopt_deployment' failed temporarily: Conflict updating deployment.",
+    ));
+    for record in &records {
+        assert_eq!(get_str(&record.attributes, OBJECT_KIND), Some("deployment"));
+        assert_eq!(
+            get_str(&record.attributes, OBJECT_NAMESPACE),
+            Some("components")
+        );
+        assert_eq!(
+            get_str(&record.attributes, OBJECT_NAME),
+            Some("prodcat-prodcatapi")
+        );
+    }
+}

@@ -47,6 +47,7 @@ const VERBS: &[&str] = &[
     "reconciling",
     "processing",
     "deleting",
+    "removing",
     "updating",
     "creating",
 ];
@@ -63,6 +64,7 @@ pub fn find(message: &str) -> Option<MessageObject<'_>> {
         .or_else(|| kind_then_path(head))
         .or_else(|| quoted_path(head))
         .or_else(|| kind_then_quoted_name(head))
+        .or_else(|| verb_kind_colon_name(head))
         .or_else(|| reconciled_quoted_name(head))
         .or_else(|| builtin_kind_and_name(head))
 }
@@ -381,6 +383,35 @@ pub fn named_controller(message: &str) -> Option<&str> {
     })
 }
 
+/// Words after a verb and before a colon that tell how it went, not what it was of
+/// (`reconciling err: …`).
+const OUTCOME_WORDS: &[&str] = &[
+    "err", "error", "failed", "failure", "done", "finished", "ok",
+];
+
+/// `Reconciling build: my-build`, as kube-rs examples log: a verb, the lowercase
+/// Kind with a colon, and the name.
+fn verb_kind_colon_name(message: &str) -> Option<MessageObject<'_>> {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.windows(3).find_map(|triple| {
+        let [verb, kind, name] = *triple else {
+            return None;
+        };
+        let kind = kind.strip_suffix(':')?;
+        let is_verb = VERBS.contains(&verb.to_ascii_lowercase().as_str());
+        (is_verb
+            && !OUTCOME_WORDS.contains(&kind)
+            && kind.len() >= 2
+            && kind.bytes().all(|b| b.is_ascii_lowercase())
+            && is_object_name(name))
+        .then_some(MessageObject {
+            kind: Some(kind),
+            namespace: None,
+            name,
+        })
+    })
+}
+
 /// A quoted name in a message about a reconcile, as Java operators write it
 /// (`Starting reconcile operation for 'microcks'`).
 fn reconciled_quoted_name(message: &str) -> Option<MessageObject<'_>> {
@@ -496,12 +527,32 @@ mod tests {
             Some((None, Some("serving-tests"), "upgrade-probe"))
         );
         assert_eq!(named_controller("[ns/name] Handler called"), None);
-        // https://github.com/microcks/microcks-operator (README)
+        // https://github.com/microcks/microcks-operator/blob/089dd9c221ece39c66f638e2eccd402c42ead13d/README.md
         assert_eq!(
             object("Starting reconcile operation for 'microcks'"),
             Some((None, None, "microcks"))
         );
         assert_eq!(object("waiting for 'microcks'"), None);
+    }
+
+    #[test]
+    fn a_verb_a_kind_and_a_name() {
+        // https://github.com/kube-rs/kube/issues/1167
+        assert_eq!(
+            object("Reconciling build: build"),
+            Some((Some("build"), None, "build"))
+        );
+        assert_eq!(
+            object("removing build: build"),
+            Some((Some("build"), None, "build"))
+        );
+        assert_eq!(object("Reconciling failed: Timeout"), None);
+        // https://github.com/istio/istio/issues/20021
+        assert_ne!(
+            object(r#"reconciling err: istiooperators.install.istio.io "example-istiocontrolplane" not found"#)
+                .and_then(|(kind, _, _)| kind),
+            Some("err")
+        );
     }
 
     #[test]
@@ -516,7 +567,7 @@ mod tests {
             object("Reconcile event triggered by [Pod: mariadb-sample-6b59bdf8b-xgmjm] "),
             Some((Some("Pod"), None, "mariadb-sample-6b59bdf8b-xgmjm"))
         );
-        // A kopf handler's own message (a MySQL operator's readme)
+        // https://github.com/Shin-jongwhan/kubernetes/blob/4164f9ed55deaa9eac4dcc8a2affaf7f3b5b9e21/installation/mysql_innodb_cluster/readme.md
         assert_eq!(
             object("on_pod_create: pod=my-mysql-innodbcluster-2 ContainersReady=True Ready=False"),
             Some((Some("pod"), None, "my-mysql-innodbcluster-2"))
@@ -527,7 +578,7 @@ mod tests {
 
     #[test]
     fn slashed_kinds_of_kubectl_and_istio() {
-        // https://github.com/tmforum-oda/oda-canvas (kopf, ComponentOperator)
+        // https://github.com/tmforum-oda/oda-canvas/blob/33a882b6ae900ead0aaea7c1bb743845f4e7543f/TEMP/analysis/compop.log
         assert_eq!(
             object(
                 "[prodcat-productcatalogmanagement|deployment/prodcat-partyroleapi|adopt_deployment|adopt_deployment] Handler called: "

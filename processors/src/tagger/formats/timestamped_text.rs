@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn quarkus_logger_in_brackets() {
-        // https://github.com/microcks/microcks-operator (README)
+        // https://github.com/microcks/microcks-operator/blob/089dd9c221ece39c66f638e2eccd402c42ead13d/README.md
         let facts = recognize(
             "2024-07-31 14:12:18,732 INFO  [io.git.mic.ope.MicrocksReconciler] (ReconcilerExecutor-microcksreconciler-391) Starting reconcile operation for 'microcks'",
         )
