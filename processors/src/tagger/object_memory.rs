@@ -115,8 +115,8 @@ impl ObjectMemory {
         }
     }
 
-    /// The Kind, remembered for the object of this name, whose capitals are
-    /// `initials`.
+    /// The Kind, remembered for the object of this name, that `initials` is short
+    /// for (its capitals or its last word).
     pub fn kind_abbreviated(
         &self,
         namespace: Option<&str>,
@@ -128,7 +128,7 @@ impl ObjectMemory {
             .iter()
             .filter(|known| known.is_in(namespace))
             .filter_map(|known| known.kind.as_deref())
-            .find(|kind| super::processor::has_initials(kind, initials))
+            .find(|kind| super::processor::is_short_for(kind, initials))
     }
 
     /// The namespace of the object of this Kind and name, when only one is known.

@@ -178,8 +178,11 @@ impl OperatorTagger {
             .or(facts.logger.as_deref())
             .unwrap_or_default();
         let mut memory = self.controllers();
+        // The Kind a controller reconciles is the one its reconcile lines name; its
+        // other lines also name the children it writes.
         if let Some(kind) = &facts.kind
             && !controller.is_empty()
+            && (facts.outcome.is_some() || facts.starts_reconcile || facts.reconcile_id.is_some())
         {
             memory.remember_kind(controller, kind);
         }
@@ -593,28 +596,41 @@ impl OperatorTagger {
     }
 }
 
-/// A Kind written as its initials (`dspa_name`, `es_name`): two to five lowercase
-/// letters.
+/// A Kind written short: in lowercase letters, as its initials (`dspa_name`) or its
+/// last word (Strimzi's `topic` for `KafkaTopic`).
 fn is_abbreviation(kind: &str) -> bool {
-    (2..=5).contains(&kind.len()) && kind.bytes().all(|b| b.is_ascii_lowercase())
+    kind.len() >= 2 && kind.bytes().all(|b| b.is_ascii_lowercase())
 }
 
-/// The CamelCase word of a message whose capitals are `initials`
+/// The CamelCase word of a message that `short` stands for
 /// (`DataSciencePipelinesApplication` for `dspa`).
-fn kind_with_initials<'a>(message: &'a str, initials: &str) -> Option<&'a str> {
+fn kind_with_initials<'a>(message: &'a str, short: &str) -> Option<&'a str> {
     message
         .split(|c: char| !c.is_ascii_alphanumeric())
-        .find(|word| has_initials(word, initials))
+        .find(|word| is_short_for(word, short))
 }
 
-/// Whether the capitals of a CamelCase word, lowercased, are `initials`.
-pub(super) fn has_initials(word: &str, initials: &str) -> bool {
-    word.starts_with(|c: char| c.is_ascii_uppercase())
+/// Whether `short` stands for the CamelCase Kind `word`: its capitals, lowercased
+/// (`dspa`), or its last word (`topic` for `KafkaTopic`), but not all of it.
+pub(super) fn is_short_for(word: &str, short: &str) -> bool {
+    if !word.starts_with(|c: char| c.is_ascii_uppercase()) || word.len() <= short.len() {
+        return false;
+    }
+    let initials = word
+        .bytes()
+        .filter(u8::is_ascii_uppercase)
+        .map(|b| b.to_ascii_lowercase())
+        .eq(short.bytes());
+    let tail_at = word.len() - short.len();
+    let last_word = word.is_char_boundary(tail_at)
         && word
-            .bytes()
-            .filter(u8::is_ascii_uppercase)
-            .map(|b| b.to_ascii_lowercase())
-            .eq(initials.bytes())
+            .as_bytes()
+            .get(tail_at)
+            .is_some_and(u8::is_ascii_uppercase)
+        && word
+            .get(tail_at..)
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(short));
+    initials || last_word
 }
 
 /// Whether a logger's name says it is a controller's (`subscription-controller`).

@@ -64,7 +64,10 @@ pub fn find(message: &str) -> Option<MessageObject<'_>> {
         .or_else(|| kind_then_path(head))
         .or_else(|| quoted_path(head))
         .or_else(|| kind_then_quoted_name(head))
+        .or_else(|| object_ref_word(head))
         .or_else(|| verb_kind_colon_name(head))
+        .or_else(|| verb_kind_name(head))
+        .or_else(|| resource_after_kind(head))
         .or_else(|| reconciled_quoted_name(head))
         .or_else(|| builtin_kind_and_name(head))
 }
@@ -412,6 +415,83 @@ fn verb_kind_colon_name(message: &str) -> Option<MessageObject<'_>> {
     })
 }
 
+/// kube-rs's `ObjectRef` written in a message (`tried to reconcile object
+/// Build.v1alpha1.fl0.dev/build.fl0-build that was not found`).
+fn object_ref_word(message: &str) -> Option<MessageObject<'_>> {
+    message.split_whitespace().find_map(|word| {
+        let word = word.trim_end_matches([',', ';', ':']);
+        let (type_part, _) = word.split_once('/')?;
+        let object = super::kube_rs::parse_object_ref(word)?;
+        (type_part.contains('.')
+            && is_kind(object.kind)
+            && is_object_name(object.name)
+            && object.namespace.is_none_or(is_object_name))
+        .then_some(MessageObject {
+            kind: Some(object.kind),
+            namespace: object.namespace,
+            name: object.name,
+        })
+    })
+}
+
+/// `Reconciling topic job.request,`, `Deleting topic 'job.request'` (Strimzi): a
+/// verb, a lowercase Kind and a name, quoted or holding a `.`, `-` or digit.
+fn verb_kind_name(message: &str) -> Option<MessageObject<'_>> {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.windows(3).find_map(|triple| {
+        let [verb, kind, named] = *triple else {
+            return None;
+        };
+        let name = unquote(named);
+        let quoted = name.len() + 1 < named.trim_end_matches([',', ';', ':', '.']).len();
+        let is_verb = VERBS.contains(&verb.to_ascii_lowercase().as_str());
+        let kind_like = kind.len() >= 3
+            && kind.bytes().all(|b| b.is_ascii_lowercase())
+            && !GENERIC_NOUNS.contains(&kind)
+            && !OUTCOME_WORDS.contains(&kind);
+        let name_like = is_object_name(name)
+            && (quoted || name.contains(|c: char| matches!(c, '.' | '-') || c.is_ascii_digit()));
+        (is_verb && kind_like && name_like).then_some(MessageObject {
+            kind: Some(kind),
+            namespace: None,
+            name,
+        })
+    })
+}
+
+/// `KafkaTopic watch received event DELETED on resource job.request`: a CamelCase
+/// Kind, then the object named as `on resource <name>` (or `for resource`).
+fn resource_after_kind(message: &str) -> Option<MessageObject<'_>> {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let at = words.windows(2).position(|pair| {
+        matches!(pair, [preposition, "resource"] if *preposition == "on" || *preposition == "for")
+    })? + 1;
+    let named = words.get(at + 1)?;
+    let name = named.trim_end_matches([',', ';', ':']);
+    let kind =
+        words.get(..at)?.iter().rev().find(|word| {
+            is_kind(word) && word.bytes().filter(u8::is_ascii_uppercase).count() >= 2
+        })?;
+    is_object_name(name).then_some(MessageObject {
+        kind: Some(kind),
+        namespace: None,
+        name,
+    })
+}
+
+/// The Kind a message states on its own: `type: StatefulSet`, or a fabric8 model
+/// class (`type: class io.fabric8.kubernetes.api.model.apps.StatefulSet`).
+pub fn stated_type(message: &str) -> Option<&str> {
+    let (_, after) = message.split_once("type: ")?;
+    let word = after.split_whitespace().find(|word| *word != "class")?;
+    let word = word.trim_end_matches([',', ';', '.']);
+    let kind = match word.strip_prefix("io.fabric8.kubernetes.api.model.") {
+        Some(class) => class.rsplit('.').next()?,
+        None => word,
+    };
+    is_kind(kind).then_some(kind)
+}
+
 /// A quoted name in a message about a reconcile, as Java operators write it
 /// (`Starting reconcile operation for 'microcks'`).
 fn reconciled_quoted_name(message: &str) -> Option<MessageObject<'_>> {
@@ -533,6 +613,61 @@ mod tests {
             Some((None, None, "microcks"))
         );
         assert_eq!(object("waiting for 'microcks'"), None);
+    }
+
+    #[test]
+    fn strimzi_topic_operator_lines() {
+        // https://github.com/strimzi/strimzi-kafka-operator/issues/1157
+        assert_eq!(
+            object(
+                "KafkaTopic watch received event DELETED on resource job.request with labels {strimzi.io/kind=topic}"
+            ),
+            Some((Some("KafkaTopic"), None, "job.request"))
+        );
+        assert_eq!(
+            object("Reconciling topic job.request, k8sTopic:null, kafkaTopic:nonnull"),
+            Some((Some("topic"), None, "job.request"))
+        );
+        assert_eq!(
+            object("Deleting topic 'job.request'"),
+            Some((Some("topic"), None, "job.request"))
+        );
+        assert_eq!(
+            object("Success processing KafkaTopic watch event DELETED on resource job.request"),
+            Some((Some("KafkaTopic"), None, "job.request"))
+        );
+        assert_eq!(object("Reconciling topic changes now"), None);
+        assert_eq!(
+            object(
+                r#"pods is forbidden: User "system:serviceaccount:ml:op" cannot list resource "pods" in API group """#
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn kinds_stated_as_types_and_object_refs() {
+        // https://github.com/operator-framework/java-operator-sdk/issues/2290
+        assert_eq!(
+            stated_type(
+                "Updating target resource with type: class io.fabric8.kubernetes.api.model.apps.StatefulSet, with id: ResourceID{name='a'}"
+            ),
+            Some("StatefulSet")
+        );
+        assert_eq!(
+            stated_type(
+                "On update event received for resource id: ResourceID{name='a'} type: StatefulSet version: 1"
+            ),
+            Some("StatefulSet")
+        );
+        assert_eq!(stated_type("content type: application/json"), None);
+        // https://github.com/kube-rs/kube/issues/1167
+        assert_eq!(
+            object(
+                "tried to reconcile object Build.v1alpha1.fl0.dev/build.fl0-build that was not found in local store"
+            ),
+            Some((Some("Build"), Some("fl0-build"), "build"))
+        );
     }
 
     #[test]

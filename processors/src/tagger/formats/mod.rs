@@ -108,7 +108,14 @@ impl LogFacts {
         if self.name.is_some() && self.kind.is_some() {
             return;
         }
-        if let Some(object) = message_object::find(&self.message)
+        // An error names the object when the message does not.
+        let found = message_object::find(&self.message).or_else(|| {
+            self.name
+                .is_none()
+                .then(|| message_object::find(self.error.as_deref()?))
+                .flatten()
+        });
+        if let Some(object) = found
             && self.name.as_deref().is_none_or(|name| name == object.name)
         {
             self.name = Some(object.name.to_string());
@@ -122,6 +129,12 @@ impl LogFacts {
         if self.kind.is_none()
             && let Some(name) = self.name.as_deref()
             && let Some(kind) = message_object::kind_of_named(&self.message, name)
+        {
+            self.kind = Some(kind.to_string());
+        }
+        if self.kind.is_none()
+            && self.name.is_some()
+            && let Some(kind) = message_object::stated_type(&self.message)
         {
             self.kind = Some(kind.to_string());
         }
