@@ -442,6 +442,21 @@ impl OperatorTagger {
                     && let Some(previous) = tagged.last_mut().filter(|p| joins(p))
                     && append_line(previous, text)
                 {
+                    // A Java exception's message may name the failed call and its 409.
+                    if get_str(&previous.attributes, API_NAME).is_none() {
+                        if let Some(call) = api_call_from_text(text) {
+                            write_api_call(&mut previous.attributes, &call);
+                        }
+                        if let Some(conflict) = find_conflict(text) {
+                            self.complete_conflict(
+                                &mut previous.attributes,
+                                &conflict,
+                                Some(text),
+                                "",
+                            );
+                            write_conflict(&mut previous.attributes, &conflict);
+                        }
+                    }
                     continue;
                 }
                 if text.contains("\"auditID\"")

@@ -1613,3 +1613,18 @@ fn records_of_one_batch_complete_an_object_named_in_part_before_it_was_named_who
         );
     }
 }
+
+#[test]
+fn a_java_exception_joins_its_error_line_and_its_409_is_the_records() {
+    // https://github.com/operator-framework/java-operator-sdk/issues/1198
+    let records = tagged_lines(concat!(
+        "2022-05-06 03:06:04,960 i.j.o.p.e.ReconciliationDispatcher [ERROR Error during error status handling.\n",
+        "io.fabric8.kubernetes.client.KubernetesClientException: Failure executing: PUT at: https://address/apis/flink.apache.org/v1beta1/namespaces/myns/flinkdeployments/flink-job/status. Message: Operation cannot be fulfilled on flinkdeployments.flink.apache.org \"flink-job\": the object has been modified; please apply your changes to the latest version and try again.\n",
+        "        at io.fabric8.kubernetes.client.dsl.base.OperationSupport.requestFailure(OperationSupport.java:682)",
+    ));
+    assert_eq!(records.len(), 1, "{records:#?}");
+    let attributes = &records[0].attributes;
+    assert_eq!(get_str(attributes, API_NAMESPACE), Some("myns"));
+    assert_eq!(get_str(attributes, API_NAME), Some("flink-job"));
+    assert_eq!(get_i64(attributes, HTTP_RESPONSE_STATUS_CODE), Some(409));
+}

@@ -1,5 +1,6 @@
-//! Go stack-trace lines, which belong to the log record before them (zap prints a
-//! trace after a console `ERROR` line; a panic prints goroutines and frames).
+//! Stack-trace lines, which belong to the log record before them: Go's (zap prints a
+//! trace after a console `ERROR` line; a panic prints goroutines and frames) and
+//! Java's (an exception, its `at` frames and causes after a log4j `ERROR` line).
 
 /// Whether `line` continues the previous record: a Go stack-trace line such as
 /// `\t/go/pkg/mod/…/controller.go:329 +0x1d`, a frame's function
@@ -7,7 +8,44 @@
 /// `created by …`) or a `goroutine 1 [running]:` header.
 pub fn is_continuation(line: &str) -> bool {
     let line = line.trim_end();
-    is_source_position_line(line) || is_goroutine_header(line) || is_function_line(line)
+    is_source_position_line(line)
+        || is_goroutine_header(line)
+        || is_function_line(line)
+        || is_java_frame_line(line)
+        || is_java_exception_line(line)
+}
+
+/// An indented `at pkg.Class.method(File.java:123)` frame, or `... 12 more`.
+fn is_java_frame_line(line: &str) -> bool {
+    let frame = line.trim_start();
+    if frame.len() == line.len() {
+        return false;
+    }
+    if let Some(count) = frame
+        .strip_prefix("... ")
+        .and_then(|rest| rest.strip_suffix(" more"))
+    {
+        return is_number(count);
+    }
+    frame.strip_prefix("at ").is_some_and(|call| {
+        call.ends_with(')')
+            && call
+                .split_once('(')
+                .is_some_and(|(method, _)| method.contains('.') && !method.contains(' '))
+    })
+}
+
+/// `io.fabric8.kubernetes.client.KubernetesClientException: Failure executing: …`, or
+/// `Caused by: …`: a Java exception's class, package-qualified, and its message.
+fn is_java_exception_line(line: &str) -> bool {
+    let line = line.strip_prefix("Caused by: ").unwrap_or(line);
+    let class = line.split(": ").next().unwrap_or(line);
+    let simple = class.rsplit('.').next().unwrap_or(class);
+    class.contains('.')
+        && (simple.ends_with("Exception") || simple.ends_with("Error"))
+        && class
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'$'))
 }
 
 /// Whether `token` is a Go caller or frame position, `path/file.go:123`.
@@ -110,6 +148,27 @@ mod tests {
             "created by main.main",
         ] {
             assert!(is_continuation(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn java_stack_trace_lines() {
+        // https://github.com/operator-framework/java-operator-sdk/issues/1198
+        for line in [
+            "io.fabric8.kubernetes.client.KubernetesClientException: Failure executing: PUT at: https://address/apis/flink.apache.org/v1beta1/namespaces/myns/flinkdeployments/flink-job/status. Message: Operation cannot be fulfilled",
+            "        at io.fabric8.kubernetes.client.dsl.base.OperationSupport.requestFailure(OperationSupport.java:682)",
+            "\tat java.base/java.lang.Thread.run(Thread.java:829)",
+            "Caused by: java.net.SocketTimeoutException: timeout",
+            "\t... 12 more",
+        ] {
+            assert!(is_continuation(line), "{line}");
+        }
+        for line in [
+            "Exception: not qualified",
+            "  at the start of the day (again)",
+            "org.Thing: a message",
+        ] {
+            assert!(!is_continuation(line), "{line}");
         }
     }
 

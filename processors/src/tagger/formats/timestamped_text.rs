@@ -126,10 +126,17 @@ fn next_word(text: &str) -> Option<(&str, &str)> {
     if text.is_empty() {
         return None;
     }
-    let end = if text.starts_with('[') {
-        text.find(']').map_or(text.len(), |close| close + 1)
-    } else {
-        text.find([' ', '\t']).unwrap_or(text.len())
+    let space = text.find([' ', '\t']).unwrap_or(text.len());
+    // A bracket a paste left open (`[ERROR Error during …`) ends at the space.
+    let bracketed = |close: usize| {
+        text.starts_with('[')
+            && text
+                .get(1..close)
+                .is_some_and(|inside| !inside.trim().contains(char::is_whitespace))
+    };
+    let end = match text.find(']') {
+        Some(close) if bracketed(close) => close + 1,
+        _ => space,
     };
     Some((text.get(..end)?, text.get(end..)?))
 }
