@@ -75,6 +75,29 @@ pub fn singular_of_resource(resource: &str) -> String {
         .unwrap_or(lower)
 }
 
+/// Whether `short` stands for the CamelCase Kind `word`: its capitals, lowercased
+/// (`dspa`), or its last word (`topic` for `KafkaTopic`), but not all of it.
+pub fn is_short_for(word: &str, short: &str) -> bool {
+    if !word.starts_with(|c: char| c.is_ascii_uppercase()) || word.len() <= short.len() {
+        return false;
+    }
+    let initials = word
+        .bytes()
+        .filter(u8::is_ascii_uppercase)
+        .map(|b| b.to_ascii_lowercase())
+        .eq(short.bytes());
+    let tail_at = word.len() - short.len();
+    let last_word = word.is_char_boundary(tail_at)
+        && word
+            .as_bytes()
+            .get(tail_at)
+            .is_some_and(u8::is_ascii_uppercase)
+        && word
+            .get(tail_at..)
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(short));
+    initials || last_word
+}
+
 /// Splits `rayjobs.ray.io` into (`rayjobs`, `ray.io`); a bare resource has no group.
 pub fn split_qualified_resource(qualified: &str) -> (String, String) {
     match qualified.split_once('.') {

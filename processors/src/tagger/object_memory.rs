@@ -6,7 +6,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use crate::kinds::plural_of_kind;
+use crate::kinds::{is_short_for, plural_of_kind};
 
 /// Object names remembered at most.
 pub const MAX_NAMES: usize = 16_384;
@@ -128,7 +128,7 @@ impl ObjectMemory {
             .iter()
             .filter(|known| known.is_in(namespace))
             .filter_map(|known| known.kind.as_deref())
-            .find(|kind| super::processor::is_short_for(kind, initials))
+            .find(|kind| is_short_for(kind, initials))
     }
 
     /// The namespace of the object of this Kind and name, when only one is known.

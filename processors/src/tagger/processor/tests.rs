@@ -4,6 +4,7 @@
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::metrics::v1::ResourceMetrics;
 
+use super::logs::body_text;
 use super::*;
 use crate::attributes::{get_bool, get_f64, get_i64, get_strings};
 use crate::timestamp::parse_rfc3339;
@@ -290,22 +291,24 @@ pub(crate) mod otlp {
 }
 
 const SPANS_409: &str =
-    include_str!("../../tests/fixtures/spans/otelhttp_client_status_patch_409.json");
+    include_str!("../../../tests/fixtures/spans/otelhttp_client_status_patch_409.json");
 const SPANS_OLD_CONVENTIONS: &str =
-    include_str!("../../tests/fixtures/spans/otelhttp_client_old_conventions.json");
+    include_str!("../../../tests/fixtures/spans/otelhttp_client_old_conventions.json");
 const SPANS_APISERVER: &str =
-    include_str!("../../tests/fixtures/spans/kube_apiserver_handlers.json");
-const KUBE_RS_TRACE: &str = include_str!("../../tests/fixtures/otlp/kube_rs_reconcile_trace.json");
+    include_str!("../../../tests/fixtures/spans/kube_apiserver_handlers.json");
+const KUBE_RS_TRACE: &str =
+    include_str!("../../../tests/fixtures/otlp/kube_rs_reconcile_trace.json");
 const BRIDGE_LOGS: &str =
-    include_str!("../../tests/fixtures/otlp/controller_runtime_otel_bridge_logs.json");
-const JSON_LOG: &str = include_str!("../../tests/fixtures/logs/controller_runtime_json.log");
-const CONSOLE_LOG: &str = include_str!("../../tests/fixtures/logs/controller_runtime_console.log");
-const PLAIN_LOG: &str = include_str!("../../tests/fixtures/logs/plain.log");
-const EVENT_LIST: &str = include_str!("../../tests/fixtures/audit/event_list.json");
+    include_str!("../../../tests/fixtures/otlp/controller_runtime_otel_bridge_logs.json");
+const JSON_LOG: &str = include_str!("../../../tests/fixtures/logs/controller_runtime_json.log");
+const CONSOLE_LOG: &str =
+    include_str!("../../../tests/fixtures/logs/controller_runtime_console.log");
+const PLAIN_LOG: &str = include_str!("../../../tests/fixtures/logs/plain.log");
+const EVENT_LIST: &str = include_str!("../../../tests/fixtures/audit/event_list.json");
 const STATUS_UPDATES: &str =
-    include_str!("../../tests/fixtures/audit/status_update_request_response.jsonl");
-const DELETES: &str = include_str!("../../tests/fixtures/audit/delete_with_finalizers.jsonl");
-const CONFLICTS: &str = include_str!("../../tests/fixtures/audit/conflict_409.jsonl");
+    include_str!("../../../tests/fixtures/audit/status_update_request_response.jsonl");
+const DELETES: &str = include_str!("../../../tests/fixtures/audit/delete_with_finalizers.jsonl");
+const CONFLICTS: &str = include_str!("../../../tests/fixtures/audit/conflict_409.jsonl");
 
 /// String attributes: keys and values.
 type Pairs<'a> = &'a [(&'a str, &'a str)];

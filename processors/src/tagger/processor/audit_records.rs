@@ -1,0 +1,136 @@
+//! Audit events carried as log lines: one record per event, each tagged with the
+//! call and the object state it shows.
+
+use super::*;
+
+/// The events of an audit body, each with the body of its record and its facts
+/// (`None` for a stage that does not count, such as `RequestReceived`: passed on
+/// untagged, not dropped). An `EventList` is split into one `Event` per item, so that
+/// a record tagged again downstream is not split again. `None` for no audit body.
+pub(super) fn audit_events(text: &str) -> Option<Vec<(String, Option<AuditFacts>)>> {
+    // Whether the body is audit at all, and the facts of a single event.
+    let facts = parse_audit_line(text).ok()?;
+    let Some(items) = event_list_items(text) else {
+        return Some(vec![(text.to_string(), facts.into_iter().next())]);
+    };
+    let events = items.into_iter().map(|event| {
+        let facts = parse_audit(&event).into_iter().next();
+        (event.to_string(), facts)
+    });
+    Some(events.collect())
+}
+/// The items of an audit `EventList`, each made an `Event` of its own.
+pub(super) fn event_list_items(text: &str) -> Option<Vec<serde_json::Value>> {
+    let serde_json::Value::Object(mut list) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    if list.get("kind")?.as_str()? != "EventList" {
+        return None;
+    }
+    let api_version = list.remove("apiVersion")?;
+    let serde_json::Value::Array(items) = list.remove("items")? else {
+        return None;
+    };
+    let events = items.into_iter().map(|mut item| {
+        if let Some(event) = item.as_object_mut() {
+            event.insert("kind".into(), "Event".into());
+            event.insert("apiVersion".into(), api_version.clone());
+        }
+        item
+    });
+    Some(events.collect())
+}
+/// The record of one audit event with its own body, keeping the source record's
+/// resource-level context; tagged when the event counts.
+pub(super) fn audit_record(
+    source: &LogRecord,
+    body: String,
+    event: Option<&AuditFacts>,
+) -> LogRecord {
+    let mut record = LogRecord {
+        body: Some(AnyValue {
+            value: Some(string_value(body)),
+        }),
+        ..source.clone()
+    };
+    let Some(event) = event else {
+        return record;
+    };
+    record.time_unix_nano = event.time_unix_nano;
+    let attributes = &mut record.attributes;
+    set_str(attributes, API_ACTOR, &event.user);
+    set_str(attributes, API_VERB, &event.verb);
+    for (api_key, object_key, value) in [
+        (API_GROUP, OBJECT_GROUP, &event.group),
+        (API_RESOURCE, OBJECT_RESOURCE, &event.resource),
+        (API_NAMESPACE, OBJECT_NAMESPACE, &event.namespace),
+        (API_NAME, OBJECT_NAME, &event.name),
+        (API_KIND, OBJECT_KIND, &event.kind),
+    ] {
+        if !value.is_empty() {
+            set_str(attributes, api_key, value);
+            set_str(attributes, object_key, value);
+        }
+    }
+    if !event.subresource.is_empty() {
+        set_str(attributes, API_SUBRESOURCE, &event.subresource);
+    }
+    if let Some(code) = event.code {
+        set(
+            attributes,
+            HTTP_RESPONSE_STATUS_CODE,
+            Value::IntValue(i64::from(code)),
+        );
+    }
+    write_audit_state(attributes, event);
+    if let Some(conflict) = event.conflict_message.as_deref().and_then(find_conflict) {
+        write_conflict(attributes, &conflict);
+    }
+    record
+}
+pub(super) fn write_audit_state(attributes: &mut Vec<KeyValue>, event: &AuditFacts) {
+    let mut shows_state = false;
+    for (key, value) in [
+        (OBJECT_GENERATION, event.generation),
+        (OBJECT_OBSERVED_GENERATION, event.observed_generation),
+    ] {
+        if let Some(value) = value {
+            set(attributes, key, Value::IntValue(value));
+            shows_state = true;
+        }
+    }
+    if let Some(version) = &event.resource_version {
+        set_str(attributes, OBJECT_RESOURCE_VERSION, version);
+    }
+    if let Some(deleted) = &event.deletion_timestamp {
+        set_str(attributes, OBJECT_DELETION_TIMESTAMP, deleted);
+        shows_state = true;
+    }
+    if let Some(finalizers) = &event.finalizers {
+        set(
+            attributes,
+            OBJECT_FINALIZERS,
+            array_value(finalizers.iter().cloned()),
+        );
+        shows_state = true;
+    }
+    if !event.status_digest.is_empty() {
+        set(
+            attributes,
+            OBJECT_STATUS_DIGEST,
+            array_value(event.status_digest.iter().cloned()),
+        );
+    }
+    if shows_state {
+        set_str(attributes, OPSCOPE_RECORD, RECORD_OBJECT_STATE);
+    } else {
+        set_str(attributes, OPSCOPE_RECORD, RECORD_API_CALL);
+    }
+    // Gone only when the response shows the object without finalizers: an event that
+    // shows no object (Metadata level, a `Status` body) does not say, and the object
+    // may still be waiting on its finalizers.
+    let deleted = event.verb == "delete" && event.code.is_some_and(|c| (200..300).contains(&c));
+    if deleted && event.finalizers.as_ref().is_some_and(Vec::is_empty) {
+        set(attributes, OBJECT_GONE, Value::BoolValue(true));
+    }
+}
