@@ -260,7 +260,7 @@ fn at_measures_leak_ages_at_a_given_time() {
 }
 
 /// A config teaching the tagger a made-up operator's format (regex with named groups),
-/// as the README's worked example does.
+/// as the worked example of docs/operator-logs.md does.
 const ACME_CONFIG: &str = r#"
 receivers:
   otlp:

@@ -84,24 +84,31 @@ fn version_is_printed() {
 }
 
 #[test]
-fn the_readme_example_config_is_valid() {
-    let readme = include_str!("../../README.md");
-    let start = readme
-        .find("```yaml\nreceivers:")
-        .expect("the README has a config example")
-        + "```yaml\n".len();
-    let length = readme[start..].find("```").expect("the example ends");
-    let file = config_file(&readme[start..start + length]);
-    let output = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["validate", "-c", &file.path().display().to_string()])
-        .env("LOKI_TOKEN", "token")
-        .output()
-        .expect("run opscope validate");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+fn the_example_configs_of_the_readme_and_the_configuration_reference_are_valid() {
+    for (name, text) in [
+        ("README.md", include_str!("../../README.md")),
+        (
+            "docs/configuration.md",
+            include_str!("../../docs/configuration.md"),
+        ),
+    ] {
+        let start = text
+            .find("```yaml\nreceivers:")
+            .unwrap_or_else(|| panic!("{name} has a config example"))
+            + "```yaml\n".len();
+        let length = text[start..].find("```").expect("the example ends");
+        let file = config_file(&text[start..start + length]);
+        let output = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(["validate", "-c", &file.path().display().to_string()])
+            .env("LOKI_TOKEN", "token")
+            .output()
+            .expect("run opscope validate");
+        assert!(
+            output.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
 
 #[test]

@@ -206,7 +206,7 @@ fn over_the_soft_limit_receivers_refuse_and_nothing_accepted_is_lost() {
     assert!(opscope.logs().contains("memory above the soft limit"));
 }
 
-/// The README promises freed memory goes back to the kernel: after a burst of large
+/// docs/deploy.md promises freed memory goes back to the kernel: after a burst of large
 /// requests, delivered, the idle agent's resident size falls back near what it was
 /// before the burst instead of staying at the burst's peak.
 #[test]

@@ -3,9 +3,9 @@
 //! the tagger reads, per framework, and what `opscope analyze` reports on each piece
 //! against what its source says happened.
 //!
-//! `cargo test -p opscope --test real_corpus -- --nocapture` prints the table the
-//! README shows. The floors asserted here are the figures measured: a change that
-//! reads less of the corpus fails.
+//! `cargo test -p opscope --test real_corpus -- --nocapture` prints the table
+//! `docs/operator-logs.md` shows. The floors asserted here are the figures measured:
+//! a change that reads less of the corpus fails.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
