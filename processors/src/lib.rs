@@ -20,6 +20,8 @@ pub mod decoded_size;
 pub mod kinds;
 pub mod memory_limiter;
 pub mod name;
+#[cfg(test)]
+pub(crate) mod otlp_builders;
 pub mod processor;
 pub mod resource;
 pub mod semconv;

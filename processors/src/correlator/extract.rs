@@ -544,5 +544,5 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-#[path = "extract_tests.rs"]
+#[path = "extract_tests/mod.rs"]
 mod tests;
