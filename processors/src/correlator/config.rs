@@ -5,18 +5,18 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::conflict_detector::ConflictConfig;
-use super::finalizer_detector::FinalizerConfig;
-use super::leak_detector::ResourceLeakConfig;
-use super::loop_detector::LoopConfig;
+use super::finalizer_leak::FinalizerLeakConfig;
+use super::reconcile_loop::ReconcileLoopConfig;
+use super::resource_leak::ResourceLeakConfig;
+use super::write_conflict::WriteConflictConfig;
 use crate::config::{FieldError, duration};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CorrelatorConfig {
-    pub reconcile_loop: LoopConfig,
-    pub write_conflict: ConflictConfig,
-    pub finalizer_leak: FinalizerConfig,
+    pub reconcile_loop: ReconcileLoopConfig,
+    pub write_conflict: WriteConflictConfig,
+    pub finalizer_leak: FinalizerLeakConfig,
     pub resource_leak: ResourceLeakConfig,
     /// Objects tracked at most; beyond, the least recently seen one is evicted.
     pub max_objects: usize,
@@ -34,9 +34,9 @@ pub struct CorrelatorConfig {
 impl Default for CorrelatorConfig {
     fn default() -> Self {
         Self {
-            reconcile_loop: LoopConfig::default(),
-            write_conflict: ConflictConfig::default(),
-            finalizer_leak: FinalizerConfig::default(),
+            reconcile_loop: ReconcileLoopConfig::default(),
+            write_conflict: WriteConflictConfig::default(),
+            finalizer_leak: FinalizerLeakConfig::default(),
             resource_leak: ResourceLeakConfig::default(),
             max_objects: 10_000,
             idle_expiry: Duration::from_secs(15 * 60),

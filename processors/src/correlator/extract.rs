@@ -24,7 +24,7 @@ use crate::semconv::*;
 use crate::tagger::audit::operator_of_user;
 use crate::timestamp::parse_rfc3339;
 
-use super::leak_detector::watches;
+use super::resource_leak::watches;
 use super::tagged::Tagged;
 use crate::tagger::api::{ApiCall, api_call_from_span};
 

@@ -6,27 +6,27 @@ use std::collections::BTreeSet;
 
 mod compact;
 mod config;
-mod conflict_detector;
 pub mod events;
 mod evidence;
 pub mod extract;
 mod field_churn;
-mod finalizer_detector;
+mod finalizer_leak;
 mod gauge_series;
 mod instance_table;
-mod leak_detector;
 mod lifecycle;
-mod loop_detector;
 mod object_state;
 mod object_table;
 mod operator_counters;
 mod overlap;
 pub mod processor;
 mod recent_reconciles;
+mod reconcile_loop;
+mod resource_leak;
 mod scheduler;
 pub mod signal;
 mod tagged;
 mod window;
+mod write_conflict;
 mod writers;
 
 #[cfg(test)]
@@ -35,23 +35,23 @@ mod test_support;
 mod tests;
 
 pub use config::CorrelatorConfig;
-pub use conflict_detector::ConflictConfig;
 pub use events::{
     Event, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, OperatorRef,
     RecordPlace,
 };
-pub use finalizer_detector::FinalizerConfig;
-pub use leak_detector::ResourceLeakConfig;
-pub use loop_detector::LoopConfig;
+pub use finalizer_leak::FinalizerLeakConfig;
 pub use processor::SharedCorrelator;
+pub use reconcile_loop::ReconcileLoopConfig;
+pub use resource_leak::ResourceLeakConfig;
 pub use signal::{Severity, Signal, SignalState, SignalType};
+pub use write_conflict::WriteConflictConfig;
 
 use compact::bound_object;
 use events::{CounterEvent, GaugeEvent};
-use leak_detector::LeakDetector;
 use object_state::TrackedObject;
 use object_table::ObjectTable;
 use operator_counters::OperatorCounters;
+use resource_leak::LeakDetector;
 use window::nanos;
 
 /// What the correlator holds and has dropped, for self-telemetry.

@@ -3,19 +3,19 @@
 
 use super::compact::{bound_operator, bounded, hash_text};
 use super::config::CorrelatorConfig;
-use super::conflict_detector::{self, ConflictState};
 use super::events::{
     Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, ObjectState, OperatorRef,
     Outcome, Reconcile, RecordPlace, Write,
 };
 use super::evidence::LazyReference;
-use super::finalizer_detector::{self, FinalizerState};
+use super::finalizer_leak::{self, FinalizerState};
 use super::lifecycle::{SignalTrack, Subject, step};
-use super::loop_detector::{self, LoopState};
 use super::overlap::Run;
 use super::recent_reconciles::{RecentReconciles, ReconcileNote};
+use super::reconcile_loop::{self, LoopState};
 use super::signal::{Signal, SignalType};
 use super::window::nanos;
+use super::write_conflict::{self, ConflictState};
 use super::writers::Writer;
 
 /// Verbs whose success changes an object in place.
@@ -223,19 +223,19 @@ impl TrackedObject {
         out: &mut Vec<Signal>,
     ) -> Settlement {
         let signals = &mut self.signals;
-        let found_loop = loop_detector::evaluate(
+        let found_loop = reconcile_loop::evaluate(
             &self.reconcile_loop,
             &config.reconcile_loop,
             now,
             signals.reconcile_loop.is_some(),
         );
-        let found_conflict = conflict_detector::evaluate(
+        let found_conflict = write_conflict::evaluate(
             &self.conflict,
             &config.write_conflict,
             now,
             signals.write_conflict.is_some(),
         );
-        let found_leak = finalizer_detector::evaluate(&self.finalizer, &config.finalizer_leak, now);
+        let found_leak = finalizer_leak::evaluate(&self.finalizer, &config.finalizer_leak, now);
         let interval = nanos(config.update_interval);
         let subject = |signal| Subject {
             signal,

@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::compact::{bounded, hash_text};
-use super::conflict_detector::{ConflictCause, ConflictConfig};
 use super::events::{Counter, CounterEvent, InstanceKey, Nanos, ObjectRef, OperatorRef};
 use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
 use super::signal::{MAX_EVIDENCE, Signal, SignalState, SignalType};
 use super::window::{Bucket, BucketRing, nanos};
+use super::write_conflict::{ConflictCause, WriteConflictConfig};
 
 /// Series followed per instance: a running total each, to turn samples into increases.
 const MAX_SERIES: usize = 64;
@@ -164,13 +164,13 @@ impl InstanceCounters {
 /// The counters of every operator instance followed, and their conflict signals.
 #[derive(Debug, Clone)]
 pub(crate) struct OperatorCounters {
-    conflict: ConflictConfig,
+    conflict: WriteConflictConfig,
     instances: InstanceTable<InstanceCounters>,
     next_evaluation: Nanos,
 }
 
 impl OperatorCounters {
-    pub(crate) fn new(conflict: &ConflictConfig, max_instances: usize) -> Self {
+    pub(crate) fn new(conflict: &WriteConflictConfig, max_instances: usize) -> Self {
         Self {
             conflict: conflict.clone(),
             instances: InstanceTable::new(max_instances),
@@ -331,7 +331,7 @@ impl OperatorCounters {
 fn conflict_finding(
     instance: &InstanceCounters,
     conflicted: &BTreeMap<&str, Vec<&ObjectRef>>,
-    config: &ConflictConfig,
+    config: &WriteConflictConfig,
     now: Nanos,
 ) -> Option<Finding<'static>> {
     let conflicts = instance.increase(Counter::ApiConflicts, None, now)?;
@@ -559,7 +559,7 @@ mod tests {
 
     #[test]
     fn series_and_instances_are_bounded() {
-        let mut counters = OperatorCounters::new(&ConflictConfig::default(), 2);
+        let mut counters = OperatorCounters::new(&WriteConflictConfig::default(), 2);
         let mut out = Vec::new();
         for n in 0..(MAX_SERIES + 5) {
             let mut event = counter_event("pod-0", Counter::ApiRequests, "", secs(1), 1.0);

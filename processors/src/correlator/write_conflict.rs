@@ -23,7 +23,7 @@ const CONFLICT: u16 = 409;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ConflictConfig {
+pub struct WriteConflictConfig {
     /// Writes answered 409 within `window` that make a conflict.
     pub min_conflicts: u32,
     /// The sliding window conflicts are counted in.
@@ -31,7 +31,7 @@ pub struct ConflictConfig {
     pub window: Duration,
 }
 
-impl Default for ConflictConfig {
+impl Default for WriteConflictConfig {
     fn default() -> Self {
         Self {
             min_conflicts: 5,
@@ -40,7 +40,7 @@ impl Default for ConflictConfig {
     }
 }
 
-impl ConflictConfig {
+impl WriteConflictConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
         if self.min_conflicts == 0 {
             return Err(FieldError::new("min_conflicts", "must be at least 1"));
@@ -78,7 +78,7 @@ pub(crate) struct ConflictState {
 }
 
 impl ConflictState {
-    pub(crate) fn new(config: &ConflictConfig) -> Self {
+    pub(crate) fn new(config: &WriteConflictConfig) -> Self {
         Self {
             counts: BucketRing::new(config.window, BUCKETS),
             conflicted_reconciles: [0; REMEMBERED_CONFLICTS],
@@ -166,7 +166,7 @@ impl ConflictState {
 /// Whether writes to the object conflict at `now`, and why.
 pub(crate) fn evaluate<'a>(
     state: &'a ConflictState,
-    config: &ConflictConfig,
+    config: &WriteConflictConfig,
     now: Nanos,
     firing: bool,
 ) -> Option<Finding<'a>> {

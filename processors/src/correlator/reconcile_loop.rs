@@ -25,7 +25,7 @@ const GENERATION_CHANGING: u16 = 2;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct LoopConfig {
+pub struct ReconcileLoopConfig {
     /// Reconciles of one object within `window` that make a loop.
     pub min_reconciles: u32,
     /// The sliding window reconciles are counted in.
@@ -38,7 +38,7 @@ pub struct LoopConfig {
     pub field_churn_ratio: f64,
 }
 
-impl Default for LoopConfig {
+impl Default for ReconcileLoopConfig {
     fn default() -> Self {
         Self {
             min_reconciles: 30,
@@ -49,7 +49,7 @@ impl Default for LoopConfig {
     }
 }
 
-impl LoopConfig {
+impl ReconcileLoopConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
         if self.min_reconciles < 2 {
             return Err(FieldError::new("min_reconciles", "must be at least 2"));
@@ -93,7 +93,7 @@ pub(crate) struct LoopState {
 }
 
 impl LoopState {
-    pub(crate) fn new(config: &LoopConfig) -> Self {
+    pub(crate) fn new(config: &ReconcileLoopConfig) -> Self {
         Self {
             counts: BucketRing::new(config.window, BUCKETS),
             churn: FieldChurn::default(),
@@ -113,7 +113,7 @@ impl LoopState {
         &mut self,
         note: ReconcileNote,
         outcome: &Outcome,
-        config: &LoopConfig,
+        config: &ReconcileLoopConfig,
         reference: &LazyReference,
         firing: bool,
     ) {
@@ -132,7 +132,7 @@ impl LoopState {
     /// [`MAX_EVIDENCE`] reconciles of the threshold. Below it, references would only
     /// be replaced before any finding reads them; most objects never come near, and
     /// the references are a quarter of what an object holds.
-    fn near_threshold(&self, at: Nanos, config: &LoopConfig) -> bool {
+    fn near_threshold(&self, at: Nanos, config: &ReconcileLoopConfig) -> bool {
         let reconciles = u32::from(self.counts.total(at).reconciles);
         reconciles.saturating_add(MAX_EVIDENCE as u32) > config.min_reconciles
     }
@@ -161,7 +161,7 @@ impl LoopState {
         &mut self,
         time: Nanos,
         digest: &[String],
-        config: &LoopConfig,
+        config: &ReconcileLoopConfig,
     ) {
         self.churn.record(digest, time, config.field_churn_ratio);
     }
@@ -171,7 +171,12 @@ impl LoopState {
         self.spec_writes.record(actor, time);
     }
 
-    fn cause(&self, counts: &LoopCounts, config: &LoopConfig, now: Nanos) -> LoopCause<'_> {
+    fn cause(
+        &self,
+        counts: &LoopCounts,
+        config: &ReconcileLoopConfig,
+        now: Nanos,
+    ) -> LoopCause<'_> {
         let reconciles = u32::from(counts.reconciles);
         let most = |count: u16| u32::from(count) * 2 > reconciles;
         if most(counts.errors) && !self.backing_off(now) {
@@ -228,7 +233,7 @@ fn count_reconcile(
     bucket: &mut LoopCounts,
     note: ReconcileNote,
     outcome: &Outcome,
-    config: &LoopConfig,
+    config: &ReconcileLoopConfig,
 ) {
     if note.new {
         bucket.reconciles = bucket.reconciles.saturating_add(1);
@@ -248,7 +253,7 @@ fn count_reconcile(
 /// Whether the object loops at `now`, and why.
 pub(crate) fn evaluate<'a>(
     state: &'a LoopState,
-    config: &LoopConfig,
+    config: &ReconcileLoopConfig,
     now: Nanos,
     firing: bool,
 ) -> Option<Finding<'a>> {
@@ -280,7 +285,7 @@ fn finding<'a>(
     state: &'a LoopState,
     counts: &LoopCounts,
     cause: &LoopCause,
-    config: &LoopConfig,
+    config: &ReconcileLoopConfig,
 ) -> Finding<'a> {
     let reconciles = f64::from(counts.reconciles);
     let mut figures = figures([
@@ -396,7 +401,7 @@ mod tests {
 
     #[test]
     fn references_are_kept_from_within_five_reconciles_of_the_threshold() {
-        let config = LoopConfig::default();
+        let config = ReconcileLoopConfig::default();
         assert_eq!(config.min_reconciles, 30);
         let mut state = LoopState::new(&config);
         let nowhere = RecordPlace::default();

@@ -17,13 +17,13 @@ use crate::config::{FieldError, duration};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct FinalizerConfig {
+pub struct FinalizerLeakConfig {
     /// How long an object may stay deleted but held by finalizers.
     #[serde(deserialize_with = "duration")]
     pub max_age: Duration,
 }
 
-impl Default for FinalizerConfig {
+impl Default for FinalizerLeakConfig {
     fn default() -> Self {
         Self {
             max_age: Duration::from_secs(5 * 60),
@@ -31,7 +31,7 @@ impl Default for FinalizerConfig {
     }
 }
 
-impl FinalizerConfig {
+impl FinalizerLeakConfig {
     pub fn validate(&self) -> Result<(), FieldError> {
         positive("max_age", self.max_age)
     }
@@ -165,7 +165,7 @@ impl FinalizerState {
     /// while firing, the next update of its age or its turning critical.
     pub(crate) fn next_check(
         &self,
-        config: &FinalizerConfig,
+        config: &FinalizerLeakConfig,
         signal: Option<&SignalTrack>,
         now: Nanos,
         update_interval: Nanos,
@@ -217,7 +217,7 @@ fn critical_age(max_age: Nanos) -> Nanos {
 /// Whether the object is held by its finalizers past the age allowed at `now`, and why.
 pub(crate) fn evaluate<'a>(
     state: &'a FinalizerState,
-    config: &FinalizerConfig,
+    config: &FinalizerLeakConfig,
     now: Nanos,
 ) -> Option<Finding<'a>> {
     let (held, deletion) = state.pending_deletion()?;
