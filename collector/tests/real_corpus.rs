@@ -386,3 +386,61 @@ fn print_row(name: &str, figures: &Figures) {
         figures.healthy,
     );
 }
+
+#[derive(Debug, Deserialize)]
+struct Capture {
+    file: String,
+    source: String,
+    expect: Vec<String>,
+    /// Causes the lines show as well, where they do.
+    #[serde(default)]
+    causes: Vec<String>,
+}
+
+/// Whole operator logs committed in public repositories (`captures/`): long enough
+/// for the detectors' default thresholds, so every signal the lines show is reported.
+#[test]
+fn whole_real_captures_report_the_signals_their_lines_show() {
+    let dir = corpus_dir().join("captures");
+    let text = std::fs::read_to_string(dir.join("index.yaml")).expect("read the captures index");
+    let captures: Vec<Capture> = serde_saphyr::from_str(&text).expect("the captures index parses");
+    assert!(!captures.is_empty());
+    for capture in &captures {
+        assert!(capture.source.starts_with("https://"), "{}", capture.file);
+        let analysis = analyze(Options {
+            paths: vec![dir.join(&capture.file)],
+            at: None,
+            tagger: TaggerConfig::default(),
+            correlator: CorrelatorConfig::default(),
+            explain: false,
+        })
+        .unwrap_or_else(|err| panic!("{}: {err}", capture.file));
+        let mut reported: Vec<String> = analysis
+            .signals
+            .iter()
+            .map(|signal| signal.signal.name().to_string())
+            .collect();
+        reported.sort();
+        reported.dedup();
+        println!("capture {}: {reported:?}", capture.file);
+        for wanted in &capture.expect {
+            assert!(
+                reported.contains(wanted),
+                "{}: expected {wanted}, got {reported:?}",
+                capture.file
+            );
+        }
+        let causes: Vec<String> = analysis
+            .signals
+            .iter()
+            .map(|signal| signal.cause.to_string())
+            .collect();
+        for wanted in &capture.causes {
+            assert!(
+                causes.contains(wanted),
+                "{}: expected the cause {wanted}, got {causes:?}",
+                capture.file
+            );
+        }
+    }
+}

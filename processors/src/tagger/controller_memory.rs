@@ -1,7 +1,6 @@
 //! What the tagger remembers of each controller across records, so that a record
-//! naming an object without its Kind takes the Kind the controller's other records
-//! name, and so that `Reconciling …` start lines count as reconciles only for
-//! controllers that never log an end line. Bounded: past [`MAX_CONTROLLERS`] new
+//! naming an object without its Kind takes the Kind the controller's reconcile lines
+//! name, and of the deletions the logs tell of. Bounded: past [`MAX_CONTROLLERS`] new
 //! controllers are not remembered.
 
 use foldhash::{HashMap, HashMapExt};
@@ -12,7 +11,6 @@ pub const MAX_CONTROLLERS: usize = 4096;
 #[derive(Debug, Default, Clone)]
 struct Remembered {
     kind: Option<Box<str>>,
-    logs_ends: bool,
 }
 
 /// Objects whose deletion the logs told of, remembered at most.
@@ -59,13 +57,6 @@ impl ControllerMemory {
         }
     }
 
-    /// Notes that the controller logs how its reconciles end.
-    pub fn remember_end(&mut self, controller: &str) {
-        if let Some(entry) = self.entry(controller) {
-            entry.logs_ends = true;
-        }
-    }
-
     /// The time the logs first said the object was being deleted: the deletion
     /// timestamp a log-only source has (a later record does not restart the clock).
     pub fn deletion_seen(&mut self, object: &str, time: u64) -> Option<u64> {
@@ -82,14 +73,6 @@ impl ControllerMemory {
     /// The object's finalizer was removed: its deletion is no longer pending.
     pub fn deletion_done(&mut self, object: &str) {
         self.deletions.remove(object);
-    }
-
-    /// Whether a start line of the controller stands for its reconcile: only when
-    /// no end line of it was seen (else the end line counts it).
-    pub fn start_counts(&self, controller: &str) -> bool {
-        self.controllers
-            .get(controller)
-            .is_none_or(|entry| !entry.logs_ends)
     }
 }
 
@@ -206,11 +189,9 @@ mod tests {
     }
 
     #[test]
-    fn start_lines_count_until_an_end_line_is_seen() {
+    fn a_controller_keeps_the_kind_it_named_last() {
         let mut memory = ControllerMemory::default();
-        assert!(memory.start_counts("c"));
-        memory.remember_end("c");
-        assert!(!memory.start_counts("c"));
+        assert_eq!(memory.kind_of("c"), None);
         memory.remember_kind("c", "Widget");
         assert_eq!(memory.kind_of("c"), Some("Widget"));
     }

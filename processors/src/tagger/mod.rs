@@ -11,6 +11,7 @@ mod object_memory;
 pub mod operator;
 mod otlp_fields;
 pub mod processor;
+mod reconcile_pairing;
 pub mod status_digest;
 pub mod trace_map;
 

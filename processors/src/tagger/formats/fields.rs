@@ -112,6 +112,7 @@ pub fn facts_from_fields<'a>(
     for (key, value) in fields {
         found.note(key, value);
     }
+    found.resolve_prefixed_names();
     found.resolve_kind_keyed_object();
     found.fill(facts);
     facts.infer_outcome();
@@ -214,8 +215,8 @@ fn rule_for(key: &str) -> Option<Rule> {
         // controller-runtime's old `request`, klog's `key`, Knative's `knative.dev/key`.
         "request" | "key" | "knative.dev/key" => Some(Rule::Request),
         // kubebuilder's `WithValues("Request.Name", req.Name)`: a name, of no Kind.
-        "Request.Name" | "request.name" => states(Fact::Name, RANK_REQUEST_KEY),
-        "Request.Namespace" | "request.namespace" => states(Fact::Namespace, RANK_REQUEST_KEY),
+        "Request.Name" | "request.name" => states(Fact::Name, RANK_NAME_KEYS),
+        "Request.Namespace" | "request.namespace" => states(Fact::Namespace, RANK_NAME_KEYS),
         "application" => Some(Rule::KindNamed("argoproj.io", "Application")),
         // OLM's abbreviations of the objects it reconciles.
         "ip" => Some(Rule::KindNamed("operators.coreos.com", "InstallPlan")),
@@ -235,6 +236,8 @@ fn rule_for(key: &str) -> Option<Rule> {
 struct Found<'a> {
     candidates: Vec<(Fact, u8, FieldValue<'a>)>,
     kind_keyed: Vec<(&'a str, FieldValue<'a>)>,
+    /// `<kind>.name` and `<kind>.namespace` keys: (kind, fact, value).
+    prefixed: Vec<(&'a str, Fact, &'a str)>,
 }
 
 impl<'a> Found<'a> {
@@ -256,13 +259,8 @@ impl<'a> Found<'a> {
                 self.note_object(RANK_REQUEST_KEY, &value);
             }
             None if let Some((kind, fact)) = prefixed_name_key(key) => {
-                // OLM's `catalogsource.name=x catalogsource.namespace=y`; ECK's
-                // `es_name`, whose two letters name no Kind.
                 if let Some(text) = value.as_str().filter(|text| is_object_name(text)) {
-                    self.push_str(fact, RANK_PREFIXED_NAME, text);
-                    if kind.len() >= 3 {
-                        self.push_str(Fact::Kind, RANK_PLAIN_KIND + 1, kind);
-                    }
+                    self.prefixed.push((kind, fact, text));
                 }
             }
             None if matches!(value, FieldValue::Object(_) | FieldValue::Str(_)) => {
@@ -323,6 +321,38 @@ impl<'a> Found<'a> {
 
     fn push_str(&mut self, fact: Fact, rank: u8, text: &'a str) {
         self.candidates.push((fact, rank, FieldValue::Str(text)));
+    }
+
+    /// OLM's `catalogsource.name=x catalogsource.namespace=y`, ECK's `es_name` (two
+    /// letters name no Kind): the object of the first prefix with a name, unless a key
+    /// that names the reconciled object (`name`, `Request.Name`) is there too; then the
+    /// prefixed keys name its children (`StatefulSet.Name` beside `Request.Name`).
+    fn resolve_prefixed_names(&mut self) {
+        let Some(&(kind, _, name)) = self
+            .prefixed
+            .iter()
+            .find(|(_, fact, _)| *fact == Fact::Name)
+        else {
+            return;
+        };
+        let named_otherwise = self
+            .candidates
+            .iter()
+            .any(|(fact, rank, _)| *fact == Fact::Name && *rank < RANK_PREFIXED_NAME);
+        if named_otherwise {
+            return;
+        }
+        self.push_str(Fact::Name, RANK_PREFIXED_NAME, name);
+        if let Some(&(_, _, namespace)) = self
+            .prefixed
+            .iter()
+            .find(|(other, fact, _)| *other == kind && *fact == Fact::Namespace)
+        {
+            self.push_str(Fact::Namespace, RANK_PREFIXED_NAME, namespace);
+        }
+        if kind.len() >= 3 {
+            self.push_str(Fact::Kind, RANK_PLAIN_KIND + 1, kind);
+        }
     }
 
     /// The field keyed by the Kind (`"RayJob": {..}`, klog's `RayJob="ml/train"`, any
@@ -471,14 +501,18 @@ fn fill<T>(slot: &mut Option<T>, value: impl FnOnce() -> Option<T>) {
     }
 }
 
-/// `catalogsource.name` → (`catalogsource`, name), `.namespace` likewise: a key that
-/// names an object of the Kind before the dot.
+/// `catalogsource.name` → (`catalogsource`, name), `.namespace` likewise, and
+/// camelCase `clusterName`/`clusterNamespace` (nifikop): a key that names an object
+/// of the Kind before the dot, underscore or capital.
 fn prefixed_name_key(key: &str) -> Option<(&str, Fact)> {
-    let (kind, field) = key.rsplit_once(['.', '_'])?;
-    let fact = match field {
-        "name" | "Name" => Fact::Name,
-        "namespace" | "Namespace" => Fact::Namespace,
-        _ => return None,
+    let (kind, fact) = match key.rsplit_once(['.', '_']) {
+        Some((kind, "name" | "Name")) => (kind, Fact::Name),
+        Some((kind, "namespace" | "Namespace")) => (kind, Fact::Namespace),
+        Some(_) => return None,
+        None => match key.strip_suffix("Namespace") {
+            Some(kind) => (kind, Fact::Namespace),
+            None => (key.strip_suffix("Name")?, Fact::Name),
+        },
     };
     // OpenTelemetry's own attributes (`code.namespace`, `service.name`) name no object.
     const SEMANTIC_CONVENTIONS: &[&str] = &[
@@ -609,6 +643,36 @@ mod tests {
         ]);
         assert_eq!(facts.namespace.as_deref(), Some("own"));
         assert_eq!(facts.reconcile_id.as_deref(), Some("own-id"));
+    }
+
+    #[test]
+    fn prefixed_keys_beside_the_request_name_children() {
+        // https://github.com/sieve-project/sieve (zookeeper-operator's log, committed whole)
+        let facts = facts_of(vec![
+            ("msg", FieldValue::Str("Updating zookeeper status")),
+            ("Request.Namespace", FieldValue::Str("default")),
+            ("Request.Name", FieldValue::Str("zookeeper-cluster")),
+            ("StatefulSet.Namespace", FieldValue::Str("default")),
+            ("StatefulSet.Name", FieldValue::Str("zookeeper-cluster")),
+        ]);
+        assert_eq!(facts.kind, None);
+        assert_eq!(facts.name.as_deref(), Some("zookeeper-cluster"));
+        assert!(facts.status_write);
+    }
+
+    #[test]
+    fn camel_case_name_and_namespace_keys() {
+        // https://github.com/sieve-project/sieve (nifikop's log, committed whole)
+        let facts = facts_of(vec![
+            ("component", FieldValue::Str("nifi")),
+            ("clusterName", FieldValue::Str("simplenifi")),
+            ("clusterNamespace", FieldValue::Str("default")),
+        ]);
+        assert_eq!(facts.name.as_deref(), Some("simplenifi"));
+        assert_eq!(facts.namespace.as_deref(), Some("default"));
+        assert_eq!(facts.kind.as_deref(), Some("cluster"));
+        let service = facts_of(vec![("serviceName", FieldValue::Str("api"))]);
+        assert_eq!(service.name, None);
     }
 
     #[test]

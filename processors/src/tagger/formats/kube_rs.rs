@@ -323,6 +323,8 @@ mod tests {
             time_unix_nano: at(1_714_564_800, 234_567_000),
             level: Some(Level::Debug),
             message: "patched status".into(),
+            // The kube-rs example's own status patch, told in its log.
+            status_write: true,
             ..document("default", "samuel")
         };
         assert_eq!(kube_line(1), expected);

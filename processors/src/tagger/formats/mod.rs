@@ -18,6 +18,7 @@ mod level;
 mod logfmt;
 mod message_object;
 mod outcome;
+mod status_write;
 mod timestamped_text;
 mod tooling_prefix;
 mod user_defined;
@@ -91,6 +92,8 @@ pub struct LogFacts {
     pub api_code: Option<u16>,
     /// The verb of an API call the record reports (a user format's `verb`).
     pub api_verb: Option<String>,
+    /// The message tells that the object's status was written.
+    pub status_write: bool,
 }
 
 impl LogFacts {
@@ -166,6 +169,7 @@ impl LogFacts {
             self.outcome = LogOutcome::from_message(&self.message);
         }
         self.starts_reconcile = self.outcome.is_none() && LogOutcome::is_start(&self.message);
+        self.status_write = status_write::tells_status_write(&self.message);
         let error = self.error.as_deref().unwrap_or_default();
         self.deletion =
             DeletionNote::from_message(&self.message).or_else(|| DeletionNote::from_message(error));

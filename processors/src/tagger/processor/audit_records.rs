@@ -19,6 +19,7 @@ pub(super) fn audit_events(text: &str) -> Option<Vec<(String, Option<AuditFacts>
     });
     Some(events.collect())
 }
+
 /// The items of an audit `EventList`, each made an `Event` of its own.
 pub(super) fn event_list_items(text: &str) -> Option<Vec<serde_json::Value>> {
     let serde_json::Value::Object(mut list) = serde_json::from_str(text).ok()? else {
@@ -40,6 +41,7 @@ pub(super) fn event_list_items(text: &str) -> Option<Vec<serde_json::Value>> {
     });
     Some(events.collect())
 }
+
 /// The record of one audit event with its own body, keeping the source record's
 /// resource-level context; tagged when the event counts.
 pub(super) fn audit_record(
@@ -88,6 +90,7 @@ pub(super) fn audit_record(
     }
     record
 }
+
 pub(super) fn write_audit_state(attributes: &mut Vec<KeyValue>, event: &AuditFacts) {
     let mut shows_state = false;
     for (key, value) in [

@@ -11,16 +11,18 @@ pub(super) struct PartialObject<'a> {
     name: &'a str,
     message: &'a str,
 }
+
 impl OperatorTagger {
     /// Fills in what a record leaves out from the other records of its controller:
     /// the Kind of an object named without one (from a 409 about the same name, the
     /// records that named the same object whole, what the controller's other records
     /// name, or the controller's own name), the namespace of an object named without
-    /// one, and whether a start line stands for a reconcile.
+    /// one, and the id that ties a start line to its end line.
     pub(super) fn complete_from_controller(
         &self,
         facts: &mut LogFacts,
         conflict: Option<&Conflict>,
+        time: u64,
     ) {
         let says_something = facts.kind.is_some()
             || facts.name.is_some()
@@ -74,6 +76,14 @@ impl OperatorTagger {
                     }
                 })
             });
+            // A short Kind (`cluster` of `clusterName`) the controller's CamelCase Kind
+            // ends with (`controllers.NifiCluster`).
+            if let Some(short) = facts.kind.as_deref().filter(|kind| is_abbreviation(kind))
+                && let Some((Some(full), _)) = guess_from_controller(controller)
+                && is_short_for(full, short)
+            {
+                facts.kind = Some(full.to_string());
+            }
             if let Some(name) = &facts.name {
                 let object = PartialObject {
                     kind: &mut facts.kind,
@@ -84,18 +94,35 @@ impl OperatorTagger {
                 self.complete_object(object, conflict, controller_kind.flatten());
             }
         }
-        // Start and end lines of one controller may come from different loggers: the
-        // Kind ties them too.
-        let kind = facts.kind.as_deref().unwrap_or_default();
-        let keys = [controller, kind];
-        if facts.outcome.is_some() {
-            for key in keys.into_iter().filter(|key| !key.is_empty()) {
-                memory.remember_end(key);
-            }
-        } else if facts.starts_reconcile && !keys.iter().all(|key| memory.start_counts(key)) {
-            facts.starts_reconcile = false;
-        }
+        drop(memory);
+        self.pair_start_and_end(facts, time);
     }
+
+    /// A reconcile read from lines without an id: a start line and the end line that
+    /// follows it for the same object get one id (see `ReconcilePairing`).
+    fn pair_start_and_end(&self, facts: &mut LogFacts, time: u64) {
+        if facts.reconcile_id.is_some() || !(facts.starts_reconcile || facts.outcome.is_some()) {
+            return;
+        }
+        let (Some(kind), Some(name)) = (&facts.kind, &facts.name) else {
+            return;
+        };
+        if time == 0 {
+            return;
+        }
+        let object = format!(
+            "{}/{}/{name}",
+            plural_of_kind(kind),
+            facts.namespace.as_deref().unwrap_or_default()
+        );
+        let mut pairing = self.reconciles();
+        facts.reconcile_id = if facts.starts_reconcile {
+            Some(pairing.start(&object, time))
+        } else {
+            pairing.end(&object, time)
+        };
+    }
+
     /// The namespace of the object a 409 names, when the call did not give it: from
     /// the record's text (`ns/name`, `in namespace ns`) or from earlier records about
     /// the same object, which are told of it in turn.
@@ -119,6 +146,7 @@ impl OperatorTagger {
             set_str(attributes, API_NAMESPACE, &namespace);
         }
     }
+
     /// Completes the object a record names in part from what earlier records said of
     /// it: a Kind written as its initials, the Kind (from a 409 about the same name,
     /// the records that named it whole, else what its controller says), the namespace. What
@@ -168,6 +196,7 @@ impl OperatorTagger {
             objects.remember(kind.as_deref(), namespace.as_deref(), name);
         }
     }
+
     /// The deletion a record's words tell of: a deletion timestamp (the first time
     /// the logs said so) with a finalizer holding the object, or no finalizer left.
     /// Logs do not name the finalizer: it is written as `unknown`.
@@ -199,11 +228,13 @@ impl OperatorTagger {
         }
     }
 }
+
 /// A Kind written short: in lowercase letters, as its initials (`dspa_name`) or its
 /// last word (Strimzi's `topic` for `KafkaTopic`).
 pub(super) fn is_abbreviation(kind: &str) -> bool {
     kind.len() >= 2 && kind.bytes().all(|b| b.is_ascii_lowercase())
 }
+
 /// The CamelCase word of a message that `short` stands for
 /// (`DataSciencePipelinesApplication` for `dspa`).
 pub(super) fn kind_with_initials<'a>(message: &'a str, short: &str) -> Option<&'a str> {
@@ -211,6 +242,7 @@ pub(super) fn kind_with_initials<'a>(message: &'a str, short: &str) -> Option<&'
         .split(|c: char| !c.is_ascii_alphanumeric())
         .find(|word| is_short_for(word, short))
 }
+
 /// Whether a logger's name says it is a controller's (`subscription-controller`).
 pub(super) fn names_a_controller(logger: &str) -> bool {
     let lower = logger.to_ascii_lowercase();

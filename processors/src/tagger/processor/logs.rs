@@ -82,6 +82,7 @@ impl OperatorTagger {
         }
         tagged
     }
+
     /// Fills the Kind or namespace a tagged record's object still lacks from the
     /// objects remembered since it was tagged.
     pub(super) fn complete_from_batch(&self, record: &mut LogRecord) {
@@ -117,6 +118,7 @@ impl OperatorTagger {
             }
         }
     }
+
     /// Tags the records of a JSON object cut across lines (see [`OpenJson`]) as one
     /// when their text joins into an object, else each as it is.
     pub(super) fn tag_joined(
@@ -142,6 +144,7 @@ impl OperatorTagger {
             tagged.push(record);
         }
     }
+
     pub(super) fn tag_log_record(&mut self, record: &mut LogRecord, body: Option<&str>) {
         let mut facts = body
             .map(|text| recognize_line_with(text, &self.formats))
@@ -174,8 +177,8 @@ impl OperatorTagger {
             .or_else(|| find_conflict(&facts.message))
             // klog's unkeyed values, a console line's cut context.
             .or_else(|| body.and_then(find_conflict));
-        self.complete_from_controller(&mut facts, conflict.as_ref());
         let time = facts.time_unix_nano.unwrap_or(record.time_unix_nano);
+        self.complete_from_controller(&mut facts, conflict.as_ref(), time);
         let deletion = self.deletion_state(&facts, time);
         let attributes = &mut record.attributes;
         if let Some((deleted_at, finalizers)) = deletion {
@@ -197,6 +200,12 @@ impl OperatorTagger {
             write_api_call(attributes, &call);
         } else if facts.api_code.is_some() || facts.api_verb.is_some() {
             write_stated_api_call(attributes, &facts);
+        } else if tells_own_status_write(&facts) {
+            // `Updating zookeeper status`: a successful update of the object's status.
+            facts.api_verb = Some("update".to_string());
+            facts.api_code = Some(200);
+            write_stated_api_call(attributes, &facts);
+            set_str(attributes, API_SUBRESOURCE, "status");
         }
         if let Some(conflict) = conflict {
             self.complete_conflict(attributes, &conflict, body, &facts.message);
@@ -204,6 +213,7 @@ impl OperatorTagger {
         }
     }
 }
+
 pub(super) fn write_log_facts(attributes: &mut Vec<KeyValue>, facts: &LogFacts) {
     write_context(
         attributes,
@@ -245,16 +255,19 @@ pub(super) fn write_log_facts(attributes: &mut Vec<KeyValue>, facts: &LogFacts) 
         insert(attributes, RECONCILE_ERROR, string_value(error.as_str()));
     }
 }
+
 pub(super) fn body_text(record: &LogRecord) -> Option<&str> {
     match record.body.as_ref()?.value.as_ref()? {
         Value::StringValue(text) => Some(text),
         _ => None,
     }
 }
+
 /// Stack-trace lines belong to the error record they follow.
 pub(super) fn joins(previous: &LogRecord) -> bool {
     previous.severity_number >= SeverityNumber::Error as i32
 }
+
 /// Longest record a joined stack trace may grow to.
 pub(super) const MAX_JOINED_BYTES: usize = 64 * 1024;
 /// Appends a line to a record's body; a line that would make it too long is left
@@ -268,4 +281,14 @@ pub(super) fn append_line(record: &mut LogRecord, line: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether a record that is no reconcile's start or end tells of a write of its
+/// object's status.
+fn tells_own_status_write(facts: &LogFacts) -> bool {
+    facts.status_write
+        && facts.outcome.is_none()
+        && !facts.starts_reconcile
+        && facts.kind.is_some()
+        && facts.name.is_some()
 }

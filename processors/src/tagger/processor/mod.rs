@@ -35,6 +35,7 @@ use super::formats::{
 use super::object_memory::ObjectMemory;
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
+use super::reconcile_pairing::ReconcilePairing;
 use crate::kinds::{plural_of_kind, singular_of_resource};
 use crate::timestamp::{format_rfc3339, parse_utc_offset};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -112,6 +113,7 @@ pub struct OperatorTagger {
     traces: Arc<Mutex<TraceMap>>,
     controllers: Arc<Mutex<ControllerMemory>>,
     objects: Arc<Mutex<ObjectMemory>>,
+    reconciles: Arc<Mutex<ReconcilePairing>>,
     formats: Arc<UserFormats>,
     /// Seconds east of UTC of zone-less log times.
     utc_offset: i64,
@@ -128,6 +130,7 @@ impl OperatorTagger {
             ))),
             controllers: Arc::default(),
             objects: Arc::default(),
+            reconciles: Arc::default(),
             // Validated with the config; a format that does not compile reads nothing.
             formats: Arc::new(UserFormats::compile(&config.log_formats).unwrap_or_default()),
             utc_offset: config
@@ -142,6 +145,13 @@ impl OperatorTagger {
     fn traces(&self) -> MutexGuard<'_, TraceMap> {
         // The map holds hints, not invariants: a poisoned lock is still usable.
         self.traces
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn reconciles(&self) -> MutexGuard<'_, ReconcilePairing> {
+        // Hints, as the memories are: a poisoned lock is still usable.
+        self.reconciles
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }

@@ -44,6 +44,7 @@ impl OperatorTagger {
         }
     }
 }
+
 pub(super) fn spans(request: &ExportTraceServiceRequest) -> impl Iterator<Item = &Span> {
     request
         .resource_spans
@@ -51,6 +52,7 @@ pub(super) fn spans(request: &ExportTraceServiceRequest) -> impl Iterator<Item =
         .flat_map(|r| &r.scope_spans)
         .flat_map(|s| &s.spans)
 }
+
 pub(super) fn spans_mut(
     request: &mut ExportTraceServiceRequest,
 ) -> impl Iterator<Item = &mut Span> {
@@ -60,6 +62,7 @@ pub(super) fn spans_mut(
         .flat_map(|r| &mut r.scope_spans)
         .flat_map(|s| &mut s.spans)
 }
+
 /// For each span, whether its parent is a root of its trace in the batch: a root
 /// nested in another (kube-rs's `reconcile` function span inside its `reconciling
 /// object`) is part of that reconcile, not one of its own.
@@ -79,6 +82,7 @@ pub(super) fn nested_roots(
         })
         .collect()
 }
+
 /// The reconcile a span stands for, if it is a reconcile's root: a span named
 /// `reconcile`/`Reconcile`, kube-rs's `reconciling object`, or one that carries
 /// reconcile attributes itself.
@@ -143,6 +147,7 @@ pub(super) fn reconcile_root(span: &Span) -> Option<ReconcileContext> {
         found_or_written(&facts.name, OBJECT_NAME),
     ]))
 }
+
 pub(super) fn write_span_outcome(span: &mut Span) {
     let failed = span
         .status
@@ -160,6 +165,7 @@ pub(super) fn write_span_outcome(span: &mut Span) {
         None => insert(attributes, RECONCILE_RESULT, string_value("ok")),
     }
 }
+
 /// Traces of the batch in which a client span reports a 409 itself, given the API
 /// call of each span.
 pub(super) fn traces_with_conflicting_calls(
@@ -172,6 +178,7 @@ pub(super) fn traces_with_conflicting_calls(
         .map(|(span, _)| span.trace_id.clone())
         .collect()
 }
+
 /// Client HTTP spans to the API server (`call`, read from the span before it was
 /// tagged), and 409 messages in a span's status or events. A span that only repeats
 /// the 409 of a client span of its trace (the reconcile failing with the conflict's

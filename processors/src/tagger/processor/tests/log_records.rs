@@ -46,12 +46,16 @@ fn controller_runtime_json_lines_become_tagged_reconcile_records() {
     );
     assert_strings(&progress.attributes, RAYJOB_TRAIN);
     assert_unset(&progress.attributes, &[RECONCILE_RESULT]);
-    // Its `reconciling RayJob` start stands for the reconcile while the controller has
-    // logged no end line; once it has, start lines count no more.
+    // Its `reconciling RayJob` start stands for the reconcile, also after end lines of
+    // other reconciles: the reconcile id makes the start and the end one reconcile.
     assert_strings(&progress.attributes, &[(OPSCOPE_RECORD, RECORD_RECONCILE)]);
     let ended_first = format!("{}\n{}", line(JSON_LOG, 4), line(JSON_LOG, 2));
     let records = tagged_lines(&ended_first);
-    assert_unset(&records[1].attributes, &[RECONCILE_RESULT, OPSCOPE_RECORD]);
+    assert_unset(&records[1].attributes, &[RECONCILE_RESULT]);
+    assert_strings(
+        &records[1].attributes,
+        &[(OPSCOPE_RECORD, RECORD_RECONCILE)],
+    );
 }
 
 #[test]

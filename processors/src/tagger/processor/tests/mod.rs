@@ -47,6 +47,7 @@ const KUBERAY_POD: &[(&str, &str)] = &[
     (K8S_POD_NAME, "kuberay-operator-6c9f7d8b9-x2x7q"),
     (K8S_CONTAINER_NAME, "manager"),
 ];
+
 /// A control-plane node sending audit events: nothing names an operator.
 const CONTROL_PLANE: &[(&str, &str)] = &[("host.name", "control-plane-1")];
 const KUBERAY_ACCOUNT: &str = "system:serviceaccount:ray-system:kuberay-operator";

@@ -1,0 +1,86 @@
+//! Reconciles read from log lines that carry no reconcile id: a start line
+//! (`Reconciling …`) and the end line that follows it for the same object (the
+//! operator's `Reconciled`, or controller-runtime's own `Reconciler error`) are one
+//! reconcile, so both get one id, made here from the start's time. Operators log starts, ends or both, and
+//! controller-runtime logs only the failed ends: paired this way, each reconcile
+//! counts once whatever the operator logs. Bounded: past [`MAX_OPEN`] objects with a
+//! start waiting for its end, new starts are not remembered (their ends then count
+//! as reconciles of their own).
+
+use foldhash::HashMap;
+
+/// Objects with a start line waiting for its end, at most.
+pub const MAX_OPEN: usize = 16_384;
+/// An end line this long after the start is a reconcile of its own.
+const MAX_RECONCILE_NANOS: u64 = 10 * 60 * 1_000_000_000;
+
+/// The id of the reconcile that started at `time` (Unix nanoseconds): the same for
+/// every agent and every replay of the same lines.
+fn id(time: u64) -> String {
+    format!("log-{time}")
+}
+
+#[derive(Debug, Default)]
+pub struct ReconcilePairing {
+    /// Per object (`resource/namespace/name`): when its open reconcile started.
+    open: HashMap<Box<str>, u64>,
+}
+
+impl ReconcilePairing {
+    /// A start line of `object` at `time`: the id of the reconcile it opens. A start
+    /// while another is open ends that one without an end line.
+    pub fn start(&mut self, object: &str, time: u64) -> String {
+        if let Some(open) = self.open.get_mut(object) {
+            *open = time;
+        } else if self.open.len() < MAX_OPEN {
+            self.open.insert(object.into(), time);
+        }
+        id(time)
+    }
+
+    /// An end line of `object` at `time`: the id of the reconcile its start opened, if
+    /// one is open and recent.
+    pub fn end(&mut self, object: &str, time: u64) -> Option<String> {
+        let started = self.open.remove(object)?;
+        (time.saturating_sub(started) <= MAX_RECONCILE_NANOS).then(|| id(started))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_start_and_its_end_are_one_reconcile() {
+        let mut pairing = ReconcilePairing::default();
+        let id = pairing.start("widgets/ns/a", SECOND);
+        assert_eq!(id, "log-1000000000");
+        assert_eq!(pairing.end("widgets/ns/a", 2 * SECOND), Some(id.clone()));
+        assert_eq!(pairing.end("widgets/ns/a", 3 * SECOND), None);
+        let next = pairing.start("widgets/ns/a", 4 * SECOND);
+        assert_ne!(next, id);
+        assert_eq!(pairing.end("widgets/ns/b", 4 * SECOND), None);
+    }
+
+    #[test]
+    fn an_end_long_after_its_start_is_a_reconcile_of_its_own() {
+        let mut pairing = ReconcilePairing::default();
+        pairing.start("widgets/ns/a", 0);
+        assert_eq!(pairing.end("widgets/ns/a", MAX_RECONCILE_NANOS + 1), None);
+    }
+
+    #[test]
+    fn the_open_starts_are_bounded() {
+        let mut pairing = ReconcilePairing::default();
+        for index in 0..MAX_OPEN + 10 {
+            pairing.start(&format!("widgets/ns/{index}"), 0);
+        }
+        assert_eq!(pairing.open.len(), MAX_OPEN);
+        assert_eq!(
+            pairing.end(&format!("widgets/ns/{}", MAX_OPEN + 5), 1),
+            None
+        );
+    }
+}
