@@ -99,7 +99,8 @@ impl LogOutcome {
             return Some(LogOutcome::Requeue);
         }
         (starts_with_any(message, OK_STARTS)
-            || OK_PHRASES.iter().any(|phrase| lowercase.contains(phrase)))
+            || OK_PHRASES.iter().any(|phrase| lowercase.contains(phrase))
+            || is_short_reconciled(&lowercase))
         .then_some(LogOutcome::Ok)
     }
 
@@ -149,6 +150,13 @@ fn starts_with_any(message: &str, starts: &[&str]) -> bool {
             .get(..start.len())
             .is_some_and(|head| head.eq_ignore_ascii_case(start.as_bytes()))
     })
+}
+
+/// `Reconciled`, `Reconciled NifiCluster`: a short message that starts with the word
+/// (nifikop ends each reconcile so), where a longer one may only mention it.
+fn is_short_reconciled(lowercase: &str) -> bool {
+    let mut words = lowercase.split_whitespace();
+    words.next() == Some("reconciled") && words.count() <= 2
 }
 
 #[cfg(test)]
@@ -202,6 +210,12 @@ mod tests {
             Some(LogOutcome::RequeueAfter(Duration::from_secs(600)))
         );
         assert_eq!(outcome("<== Reconciled Component"), Some(LogOutcome::Ok));
+        // https://github.com/sieve-project/sieve (nifikop's log, committed whole)
+        assert_eq!(outcome("Reconciled"), Some(LogOutcome::Ok));
+        assert_eq!(
+            outcome("Reconciled objects are listed below for the audit"),
+            None
+        );
         assert_eq!(
             outcome("Reconciliation #4854(timer) Kafka(default/tom-kafka): reconciled"),
             Some(LogOutcome::Ok)

@@ -29,6 +29,7 @@ impl OperatorTagger {
             || facts.outcome.is_some()
             || facts.starts_reconcile;
         if !says_something {
+            self.take_loggers_object(facts, time);
             return;
         }
         // Borrowed field by field, so that the Kind can be set while the names are read.
@@ -98,10 +99,23 @@ impl OperatorTagger {
         self.pair_start_and_end(facts, time);
     }
 
+    /// A line that names no object (`CR status updated`), of a logger whose start or
+    /// end line named one a moment before: about that object.
+    fn take_loggers_object(&self, facts: &mut LogFacts, time: u64) {
+        let Some(logger) = facts.controller.as_deref().or(facts.logger.as_deref()) else {
+            return;
+        };
+        if let Some([kind, namespace, name]) = self.reconciles().logger_object(logger, time) {
+            facts.kind = Some(kind.to_string());
+            facts.namespace = (!namespace.is_empty()).then(|| namespace.to_string());
+            facts.name = Some(name.to_string());
+        }
+    }
+
     /// A reconcile read from lines without an id: a start line and the end line that
     /// follows it for the same object get one id (see `ReconcilePairing`).
     fn pair_start_and_end(&self, facts: &mut LogFacts, time: u64) {
-        if facts.reconcile_id.is_some() || !(facts.starts_reconcile || facts.outcome.is_some()) {
+        if !(facts.starts_reconcile || facts.outcome.is_some()) {
             return;
         }
         let (Some(kind), Some(name)) = (&facts.kind, &facts.name) else {
@@ -110,12 +124,15 @@ impl OperatorTagger {
         if time == 0 {
             return;
         }
-        let object = format!(
-            "{}/{}/{name}",
-            plural_of_kind(kind),
-            facts.namespace.as_deref().unwrap_or_default()
-        );
+        let namespace = facts.namespace.as_deref().unwrap_or_default();
         let mut pairing = self.reconciles();
+        if let Some(logger) = facts.controller.as_deref().or(facts.logger.as_deref()) {
+            pairing.note_logger_object(logger, [kind, namespace, name], time);
+        }
+        if facts.reconcile_id.is_some() {
+            return;
+        }
+        let object = format!("{}/{namespace}/{name}", plural_of_kind(kind));
         facts.reconcile_id = if facts.starts_reconcile {
             Some(pairing.start(&object, time))
         } else {

@@ -368,3 +368,44 @@ fn a_java_exception_joins_its_error_line_and_its_409_is_the_records() {
     assert_eq!(get_str(attributes, API_NAME), Some("flink-job"));
     assert_eq!(get_i64(attributes, HTTP_RESPONSE_STATUS_CODE), Some(409));
 }
+
+#[test]
+fn a_line_naming_no_object_is_about_the_object_its_logger_just_reconciled() {
+    // https://github.com/sieve-project/sieve/blob/de56051b5bc9b10ea563cccd836098f115d2253c/log_for_learning/nifikop-operator/recreate/learn/learn-once/learn.yaml/operator.log
+    let records = tagged_lines(concat!(
+        "2022-03-20T03:22:25.485Z\tDEBUG\tcontrollers.NifiCluster\tReconciled\t{\"component\": \"nifi\", \"clusterName\": \"simplenifi\", \"clusterNamespace\": \"default\"}\n",
+        "2022-03-20T03:22:25.485Z\tINFO\tcontrollers.NifiCluster\tensuring finalizers on nificluster\n",
+        "2022-03-20T03:22:25.487Z\tDEBUG\tcontrollers.NifiClusterTask\tReconciling\n",
+        "2022-03-20T03:22:25.503Z\tINFO\tcontrollers.NifiCluster\tCR status updated\t{\"status\": \"ClusterRunning\"}",
+    ));
+    let object = |record: &LogRecord| {
+        [OBJECT_KIND, OBJECT_NAMESPACE, OBJECT_NAME].map(|key| {
+            get_str(&record.attributes, key)
+                .unwrap_or_default()
+                .to_string()
+        })
+    };
+    assert_eq!(
+        object(&records[0]),
+        ["NifiCluster", "default", "simplenifi"]
+    );
+    assert_eq!(
+        object(&records[1]),
+        ["NifiCluster", "default", "simplenifi"]
+    );
+    // Another logger's line stays unattributed.
+    assert_eq!(object(&records[2]), ["", "", ""]);
+    // The status write the last line tells of is the object's.
+    assert_eq!(
+        object(&records[3]),
+        ["NifiCluster", "default", "simplenifi"]
+    );
+    assert_eq!(
+        get_str(&records[3].attributes, API_SUBRESOURCE),
+        Some("status")
+    );
+    assert_eq!(
+        get_i64(&records[3].attributes, HTTP_RESPONSE_STATUS_CODE),
+        Some(200)
+    );
+}
