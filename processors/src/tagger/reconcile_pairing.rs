@@ -78,8 +78,11 @@ impl ReconcilePairing {
     /// was logged shortly before `time`.
     pub fn logger_object(&self, logger: &str, time: u64) -> Option<[&str; 3]> {
         let last = self.last_of_logger.get(logger)?;
-        (time >= last.time && time - last.time <= LOGGER_OBJECT_NANOS)
-            .then_some([&*last.kind, &*last.namespace, &*last.name])
+        (time >= last.time && time - last.time <= LOGGER_OBJECT_NANOS).then_some([
+            &*last.kind,
+            &*last.namespace,
+            &*last.name,
+        ])
     }
 
     /// An end line of `object` at `time`: the id of the reconcile its start opened, if

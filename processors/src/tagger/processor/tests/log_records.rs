@@ -311,23 +311,16 @@ fn a_record_naming_an_object_in_part_takes_the_rest_from_records_that_named_it_w
         "\n",
         r#"I0614 08:25:43.590927       1 conditions.go:182] Setting lastTransitionTime for Certificate "example-com" condition "Issuing" to 2021-06-14 08:25:43.590925279 +0000 UTC m=+87.539633361"#,
     ));
-    let object = |record: &LogRecord| {
-        [OBJECT_KIND, OBJECT_NAMESPACE, OBJECT_NAME].map(|key| {
-            get_str(&record.attributes, key)
-                .unwrap_or_default()
-                .to_string()
-        })
-    };
     assert_eq!(
-        object(&records[1]),
+        object_of(&records[1]),
         ["KubevirtSsp", "myproject", "example-kubevirtssp"]
     );
     assert_eq!(
-        object(&records[2]),
+        object_of(&records[2]),
         ["certificate", "default", "example-com"]
     );
     assert_eq!(
-        object(&records[3]),
+        object_of(&records[3]),
         ["Certificate", "default", "example-com"]
     );
 }
@@ -378,26 +371,19 @@ fn a_line_naming_no_object_is_about_the_object_its_logger_just_reconciled() {
         "2022-03-20T03:22:25.487Z\tDEBUG\tcontrollers.NifiClusterTask\tReconciling\n",
         "2022-03-20T03:22:25.503Z\tINFO\tcontrollers.NifiCluster\tCR status updated\t{\"status\": \"ClusterRunning\"}",
     ));
-    let object = |record: &LogRecord| {
-        [OBJECT_KIND, OBJECT_NAMESPACE, OBJECT_NAME].map(|key| {
-            get_str(&record.attributes, key)
-                .unwrap_or_default()
-                .to_string()
-        })
-    };
     assert_eq!(
-        object(&records[0]),
+        object_of(&records[0]),
         ["NifiCluster", "default", "simplenifi"]
     );
     assert_eq!(
-        object(&records[1]),
+        object_of(&records[1]),
         ["NifiCluster", "default", "simplenifi"]
     );
     // Another logger's line stays unattributed.
-    assert_eq!(object(&records[2]), ["", "", ""]);
+    assert_eq!(object_of(&records[2]), ["", "", ""]);
     // The status write the last line tells of is the object's.
     assert_eq!(
-        object(&records[3]),
+        object_of(&records[3]),
         ["NifiCluster", "default", "simplenifi"]
     );
     assert_eq!(

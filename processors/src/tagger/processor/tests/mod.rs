@@ -118,3 +118,12 @@ fn metrics_of(resource: Pairs) -> ExportMetricsServiceRequest {
 fn operator_of(resource: Option<&Resource>) -> Option<&str> {
     get_str(&resource?.attributes, OPERATOR_NAME)
 }
+
+/// The Kind, namespace and name a tagged record names (empty where it names none).
+fn object_of(record: &LogRecord) -> [String; 3] {
+    [OBJECT_KIND, OBJECT_NAMESPACE, OBJECT_NAME].map(|key| {
+        get_str(&record.attributes, key)
+            .unwrap_or_default()
+            .to_string()
+    })
+}
