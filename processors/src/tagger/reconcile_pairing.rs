@@ -61,6 +61,13 @@ impl ReconcilePairing {
         [kind, namespace, name]: [&str; 3],
         time: u64,
     ) {
+        if let Some(known) = self.last_of_logger.get_mut(logger)
+            && (&*known.kind, &*known.namespace, &*known.name) == (kind, namespace, name)
+        {
+            // The same object again, as most lines of a logger are: no copies made.
+            known.time = time;
+            return;
+        }
         let last = LastObject {
             kind: kind.into(),
             namespace: namespace.into(),

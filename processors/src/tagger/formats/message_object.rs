@@ -55,27 +55,29 @@ const VERBS: &[&str] = &[
 /// The first object the message names, in the most specific shape found.
 pub fn find(message: &str) -> Option<MessageObject<'_>> {
     let head = cut(message, 1024);
+    // The word-wise shapes share one split of the message.
+    let words: Vec<&str> = head.split_whitespace().collect();
     kopf_prefix(head)
         .or_else(|| key_after_controller(head))
         .or_else(|| flux_cli(head))
         .or_else(|| kind_call(head))
         .or_else(|| slashed_kind(head))
         .or_else(|| keyed_fields(head))
-        .or_else(|| kind_then_path(head))
+        .or_else(|| kind_then_path(&words))
         .or_else(|| quoted_path(head))
-        .or_else(|| kind_then_quoted_name(head))
+        .or_else(|| kind_then_quoted_name(&words))
         .or_else(|| object_ref_word(head))
-        .or_else(|| verb_kind_colon_name(head))
-        .or_else(|| verb_kind_name(head))
-        .or_else(|| resource_after_kind(head))
-        .or_else(|| reconciled_quoted_name(head))
-        .or_else(|| builtin_kind_and_name(head))
+        .or_else(|| verb_kind_colon_name(&words))
+        .or_else(|| verb_kind_name(&words))
+        .or_else(|| resource_after_kind(&words))
+        .or_else(|| reconciled_quoted_name(head, &words))
+        .or_else(|| builtin_kind_and_name(&words))
 }
 
 /// A built-in Kind and a bare name: `Missing timestamp for Node ip-172-31-74-0.`,
 /// `[Pod: mariadb-sample-6b59]`, `pod=my-cluster-2`. Only a name with a digit or a
 /// `-` is taken, so that prose (`Pod is ready`) names nothing.
-fn builtin_kind_and_name(message: &str) -> Option<MessageObject<'_>> {
+fn builtin_kind_and_name<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
     let is_builtin = |kind: &str| {
         LOWERCASE_KINDS
             .iter()
@@ -85,7 +87,6 @@ fn builtin_kind_and_name(message: &str) -> Option<MessageObject<'_>> {
     let is_generated_name = |name: &str| {
         is_object_name(name) && name.contains(|c: char| c == '-' || c.is_ascii_digit())
     };
-    let words: Vec<&str> = message.split_whitespace().collect();
     let keyed = words.iter().find_map(|word| {
         let (kind, name) = word.split_once('=')?;
         (LOWERCASE_KINDS.contains(&kind) && kind != "namespace" && is_generated_name(name))
@@ -113,8 +114,7 @@ fn builtin_kind_and_name(message: &str) -> Option<MessageObject<'_>> {
 }
 
 /// `Certificate "example-com-tls"`: a Kind and a quoted name, no namespace.
-fn kind_then_quoted_name(message: &str) -> Option<MessageObject<'_>> {
-    let words: Vec<&str> = message.split_whitespace().collect();
+fn kind_then_quoted_name<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
     words.windows(2).find_map(|pair| {
         let [kind, quoted] = *pair else {
             return None;
@@ -207,8 +207,7 @@ fn slashed_kind(message: &str) -> Option<MessageObject<'_>> {
 }
 
 /// `Kind ns/name`, `Kind "ns/name"`, `syncing deployment ns/name`.
-fn kind_then_path(message: &str) -> Option<MessageObject<'_>> {
-    let words: Vec<&str> = message.split_whitespace().collect();
+fn kind_then_path<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
     words.windows(2).enumerate().find_map(|(at, pair)| {
         let [kind, path] = *pair else {
             return None;
@@ -394,8 +393,7 @@ const OUTCOME_WORDS: &[&str] = &[
 
 /// `Reconciling build: my-build`, as kube-rs examples log: a verb, the lowercase
 /// Kind with a colon, and the name.
-fn verb_kind_colon_name(message: &str) -> Option<MessageObject<'_>> {
-    let words: Vec<&str> = message.split_whitespace().collect();
+fn verb_kind_colon_name<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
     words.windows(3).find_map(|triple| {
         let [verb, kind, name] = *triple else {
             return None;
@@ -436,8 +434,7 @@ fn object_ref_word(message: &str) -> Option<MessageObject<'_>> {
 
 /// `Reconciling topic job.request,`, `Deleting topic 'job.request'` (Strimzi): a
 /// verb, a lowercase Kind and a name, quoted or holding a `.`, `-` or digit.
-fn verb_kind_name(message: &str) -> Option<MessageObject<'_>> {
-    let words: Vec<&str> = message.split_whitespace().collect();
+fn verb_kind_name<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
     words.windows(3).find_map(|triple| {
         let [verb, kind, named] = *triple else {
             return None;
@@ -461,8 +458,7 @@ fn verb_kind_name(message: &str) -> Option<MessageObject<'_>> {
 
 /// `KafkaTopic watch received event DELETED on resource job.request`: a CamelCase
 /// Kind, then the object named as `on resource <name>` (or `for resource`).
-fn resource_after_kind(message: &str) -> Option<MessageObject<'_>> {
-    let words: Vec<&str> = message.split_whitespace().collect();
+fn resource_after_kind<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
     let at = words.windows(2).position(|pair| {
         matches!(pair, [preposition, "resource"] if *preposition == "on" || *preposition == "for")
     })? + 1;
@@ -494,11 +490,10 @@ pub fn stated_type(message: &str) -> Option<&str> {
 
 /// A quoted name in a message about a reconcile, as Java operators write it
 /// (`Starting reconcile operation for 'microcks'`).
-fn reconciled_quoted_name(message: &str) -> Option<MessageObject<'_>> {
+fn reconciled_quoted_name<'a>(message: &str, words: &[&'a str]) -> Option<MessageObject<'a>> {
     if !message.to_ascii_lowercase().contains("reconcil") {
         return None;
     }
-    let words: Vec<&str> = message.split_whitespace().collect();
     words.windows(2).find_map(|pair| {
         let [before, quoted] = *pair else {
             return None;

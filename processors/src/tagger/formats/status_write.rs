@@ -14,8 +14,16 @@ const MAX_DISTANCE: usize = 3;
 
 /// Whether the message tells that the object's status was written.
 pub fn tells_status_write(message: &str) -> bool {
+    // Most messages do not say `status`: asked without lowercasing a copy.
+    if !message
+        .as_bytes()
+        .windows(6)
+        .any(|window| window.eq_ignore_ascii_case(b"status"))
+    {
+        return false;
+    }
     let lower = message.to_ascii_lowercase();
-    if !lower.contains("status") || FAILURE_WORDS.iter().any(|word| lower.contains(word)) {
+    if FAILURE_WORDS.iter().any(|word| lower.contains(word)) {
         return false;
     }
     let words: Vec<&str> = lower

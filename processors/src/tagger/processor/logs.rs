@@ -175,8 +175,12 @@ impl OperatorTagger {
             .as_deref()
             .and_then(find_conflict)
             .or_else(|| find_conflict(&facts.message))
-            // klog's unkeyed values, a console line's cut context.
-            .or_else(|| body.and_then(find_conflict));
+            // klog's unkeyed values, a console line's cut context; a JSON line's fields
+            // were all read.
+            .or_else(|| {
+                body.filter(|_| facts.format != LogFormat::ControllerRuntimeJson)
+                    .and_then(find_conflict)
+            });
         let time = facts.time_unix_nano.unwrap_or(record.time_unix_nano);
         self.complete_from_controller(&mut facts, conflict.as_ref(), time);
         let deletion = self.deletion_state(&facts, time);

@@ -29,8 +29,8 @@ use super::audit::{AuditFacts, parse_audit, parse_audit_line};
 use super::conflict::{Conflict, find_conflict, namespace_in};
 use super::controller_memory::{ControllerMemory, guess_from_controller};
 use super::formats::{
-    DeletionNote, LogFacts, LogFormatConfig, LogOutcome, OpenJson, UserFormats, is_continuation,
-    joined_is_object, namespace_phrase, recognize_line_with,
+    DeletionNote, LogFacts, LogFormat, LogFormatConfig, LogOutcome, OpenJson, UserFormats,
+    is_continuation, joined_is_object, namespace_phrase, recognize_line_with,
 };
 use super::object_memory::ObjectMemory;
 use super::operator::{OperatorMapping, OperatorResolver};
