@@ -67,7 +67,6 @@ pub fn find(message: &str) -> Option<MessageObject<'_>> {
         .or_else(|| quoted_path(head))
         .or_else(|| kind_then_quoted_name(&words))
         .or_else(|| object_ref_word(head))
-        .or_else(|| verb_kind_colon_name(&words))
         .or_else(|| verb_kind_name(&words))
         .or_else(|| resource_after_kind(&words))
         .or_else(|| reconciled_quoted_name(head, &words))
@@ -219,7 +218,7 @@ fn kind_then_path<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
         let after_verb = at
             .checked_sub(1)
             .and_then(|before| words.get(before))
-            .is_some_and(|verb| VERBS.contains(&verb.to_ascii_lowercase().as_str()));
+            .is_some_and(|verb| is_verb(verb));
         if GENERIC_NOUNS.contains(&kind) {
             return path_object(None, path);
         }
@@ -385,33 +384,11 @@ pub fn named_controller(message: &str) -> Option<&str> {
     })
 }
 
-/// Words after a verb and before a colon that tell how it went, not what it was of
-/// (`reconciling err: …`).
+/// Words after a verb that tell how it went, not what it was of (`reconciling err:
+/// …`).
 const OUTCOME_WORDS: &[&str] = &[
     "err", "error", "failed", "failure", "done", "finished", "ok",
 ];
-
-/// `Reconciling build: my-build`, as kube-rs examples log: a verb, the lowercase
-/// Kind with a colon, and the name.
-fn verb_kind_colon_name<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
-    words.windows(3).find_map(|triple| {
-        let [verb, kind, name] = *triple else {
-            return None;
-        };
-        let kind = kind.strip_suffix(':')?;
-        let is_verb = VERBS.contains(&verb.to_ascii_lowercase().as_str());
-        (is_verb
-            && !OUTCOME_WORDS.contains(&kind)
-            && kind.len() >= 2
-            && kind.bytes().all(|b| b.is_ascii_lowercase())
-            && is_object_name(name))
-        .then_some(MessageObject {
-            kind: Some(kind),
-            namespace: None,
-            name,
-        })
-    })
-}
 
 /// kube-rs's `ObjectRef` written in a message (`tried to reconcile object
 /// Build.v1alpha1.fl0.dev/build.fl0-build that was not found`).
@@ -432,28 +409,40 @@ fn object_ref_word(message: &str) -> Option<MessageObject<'_>> {
     })
 }
 
-/// `Reconciling topic job.request,`, `Deleting topic 'job.request'` (Strimzi): a
-/// verb, a lowercase Kind and a name, quoted or holding a `.`, `-` or digit.
+/// `Reconciling topic job.request,`, `Deleting topic 'job.request'` (Strimzi),
+/// `Reconciling build: my-build` (kube-rs examples): a verb, a lowercase Kind and a
+/// name, which after a colon may be any name and else is quoted or holds a `.`, `-`
+/// or digit.
 fn verb_kind_name<'a>(words: &[&'a str]) -> Option<MessageObject<'a>> {
     words.windows(3).find_map(|triple| {
         let [verb, kind, named] = *triple else {
             return None;
         };
+        let (kind, colon) = match kind.strip_suffix(':') {
+            Some(kind) => (kind, true),
+            None => (kind, false),
+        };
         let name = unquote(named);
         let quoted = name.len() + 1 < named.trim_end_matches([',', ';', ':', '.']).len();
-        let is_verb = VERBS.contains(&verb.to_ascii_lowercase().as_str());
-        let kind_like = kind.len() >= 3
+        let kind_like = kind.len() >= 2
             && kind.bytes().all(|b| b.is_ascii_lowercase())
             && !GENERIC_NOUNS.contains(&kind)
             && !OUTCOME_WORDS.contains(&kind);
         let name_like = is_object_name(name)
-            && (quoted || name.contains(|c: char| matches!(c, '.' | '-') || c.is_ascii_digit()));
-        (is_verb && kind_like && name_like).then_some(MessageObject {
+            && (colon
+                || quoted
+                || name.contains(|c: char| matches!(c, '.' | '-') || c.is_ascii_digit()));
+        (is_verb(verb) && kind_like && name_like).then_some(MessageObject {
             kind: Some(kind),
             namespace: None,
             name,
         })
     })
+}
+
+/// Whether a word is one of the [`VERBS`], in any case.
+fn is_verb(word: &str) -> bool {
+    VERBS.iter().any(|verb| verb.eq_ignore_ascii_case(word))
 }
 
 /// `KafkaTopic watch received event DELETED on resource job.request`: a CamelCase
@@ -491,7 +480,7 @@ pub fn stated_type(message: &str) -> Option<&str> {
 /// A quoted name in a message about a reconcile, as Java operators write it
 /// (`Starting reconcile operation for 'microcks'`).
 fn reconciled_quoted_name<'a>(message: &str, words: &[&'a str]) -> Option<MessageObject<'a>> {
-    if !message.to_ascii_lowercase().contains("reconcil") {
+    if !super::contains_ignore_case(message, "reconcil") {
         return None;
     }
     words.windows(2).find_map(|pair| {

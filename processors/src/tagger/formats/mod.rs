@@ -176,6 +176,15 @@ impl LogFacts {
     }
 }
 
+/// Whether `text` holds `needle` (ASCII), in any case, without a lowercase copy.
+fn contains_ignore_case(text: &str, needle: &str) -> bool {
+    !needle.is_empty()
+        && text
+            .as_bytes()
+            .windows(needle.len())
+            .any(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
 /// Reads one log line with the user's formats first, then the built-in ones.
 pub fn recognize_line_with(line: &str, formats: &UserFormats) -> LogFacts {
     if !formats.is_empty() {

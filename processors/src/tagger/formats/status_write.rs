@@ -15,11 +15,7 @@ const MAX_DISTANCE: usize = 3;
 /// Whether the message tells that the object's status was written.
 pub fn tells_status_write(message: &str) -> bool {
     // Most messages do not say `status`: asked without lowercasing a copy.
-    if !message
-        .as_bytes()
-        .windows(6)
-        .any(|window| window.eq_ignore_ascii_case(b"status"))
-    {
+    if !super::contains_ignore_case(message, "status") {
         return false;
     }
     let lower = message.to_ascii_lowercase();

@@ -59,10 +59,21 @@ impl OperatorTagger {
             }
         }
         if facts.name.is_some() {
+            let guessed = guess_from_controller(controller);
+            // A short Kind (`cluster` of `clusterName`) the controller's CamelCase Kind
+            // ends with (`controllers.NifiCluster`).
+            if let Some(short) = facts.kind.as_deref().filter(|kind| is_abbreviation(kind))
+                && let Some((Some(full), _)) = guessed
+                && is_short_for(full, short)
+            {
+                facts.kind = Some(full.to_string());
+            }
             // What the controller says, for an object named without a Kind.
             let controller_kind = facts.kind.is_none().then(|| {
-                memory.kind_of(controller).map(str::to_string).or_else(|| {
-                    match guess_from_controller(controller)? {
+                memory
+                    .kind_of(controller)
+                    .map(str::to_string)
+                    .or_else(|| match guessed? {
                         // A logger's lowercase word is a package (`manifestival`,
                         // `kopf.objects`), where a controller's is its Kind.
                         (Some(kind), _)
@@ -74,17 +85,8 @@ impl OperatorTagger {
                         }
                         (Some(_), _) => None,
                         (None, resource) => resource.map(singular_of_resource),
-                    }
-                })
+                    })
             });
-            // A short Kind (`cluster` of `clusterName`) the controller's CamelCase Kind
-            // ends with (`controllers.NifiCluster`).
-            if let Some(short) = facts.kind.as_deref().filter(|kind| is_abbreviation(kind))
-                && let Some((Some(full), _)) = guess_from_controller(controller)
-                && is_short_for(full, short)
-            {
-                facts.kind = Some(full.to_string());
-            }
             if let Some(name) = &facts.name {
                 let object = PartialObject {
                     kind: &mut facts.kind,
