@@ -142,10 +142,10 @@ impl OperatorTagger {
         };
     }
 
-    /// The namespace of the object a 409 names, when the call did not give it: from
-    /// the record's text (`ns/name`, `in namespace ns`) or from earlier records about
-    /// the same object, which are told of it in turn.
-    pub(super) fn complete_conflict(
+    /// Writes the 409 a log record reports, with the namespace of the object it names
+    /// when the call did not give it: from the record's text (`ns/name`, `in namespace
+    /// ns`) or from earlier records about the same object, which are told of it in turn.
+    pub(super) fn write_record_conflict(
         &self,
         attributes: &mut Vec<KeyValue>,
         conflict: &Conflict,
@@ -161,15 +161,17 @@ impl OperatorTagger {
             .or_else(|| objects.namespace_of(&kind, &conflict.name))
             .map(str::to_string);
         objects.remember(Some(&kind), namespace.as_deref(), &conflict.name);
+        drop(objects);
         if let Some(namespace) = namespace {
             set_str(attributes, API_NAMESPACE, &namespace);
         }
+        write_conflict(attributes, conflict);
     }
 
     /// Completes the object a record names in part from what earlier records said of
     /// it: a Kind written as its initials, the Kind (from a 409 about the same name,
-    /// the records that named it whole, else what its controller says), the namespace. What
-    /// the record states, and what it learned from 409s and other records, is
+    /// the records that named it whole, else what its controller says), the namespace.
+    /// What the record states, and what it learned from 409s and other records, is
     /// remembered for the records after it.
     pub(super) fn complete_object(
         &self,

@@ -45,13 +45,12 @@ impl OperatorTagger {
                             write_api_call(&mut previous.attributes, &call);
                         }
                         if let Some(conflict) = find_conflict(text) {
-                            self.complete_conflict(
+                            self.write_record_conflict(
                                 &mut previous.attributes,
                                 &conflict,
                                 Some(text),
                                 "",
                             );
-                            write_conflict(&mut previous.attributes, &conflict);
                         }
                     }
                     continue;
@@ -212,8 +211,7 @@ impl OperatorTagger {
             set_str(attributes, API_SUBRESOURCE, "status");
         }
         if let Some(conflict) = conflict {
-            self.complete_conflict(attributes, &conflict, body, &facts.message);
-            write_conflict(attributes, &conflict);
+            self.write_record_conflict(attributes, &conflict, body, &facts.message);
         }
     }
 }
