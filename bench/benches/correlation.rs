@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use opscope::receivers::filelog::cri::parse_container_line;
 use opscope_bench::{controller_runtime_logs, reconcile_events, reconcile_traces};
+use opscope_processors::CorrelatorEvents;
+use opscope_processors::Processor;
 use opscope_processors::correlator::{Correlator, CorrelatorConfig};
 use opscope_processors::tagger::formats::recognize_line;
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
-use opscope_processors::{Processor, Telemetry};
 
 /// The agent's allocator: allocation costs as the agent pays them.
 #[global_allocator]

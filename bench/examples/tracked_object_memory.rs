@@ -10,7 +10,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use opscope_processors::Telemetry;
+use opscope_processors::CorrelatorEvents;
 use opscope_processors::correlator::{Correlator, CorrelatorConfig};
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
 use opscope_workload::{OperatorWorkload, WorkloadConfig};

@@ -2,9 +2,10 @@
 //! generator sends, and the correlator events such telemetry yields.
 
 use opscope_processors::correlator::events::{
-    Event, ObjectEvent, ObjectEventKind, ObjectRef, OperatorRef, Outcome, Reconcile, RecordPlace,
-    Write,
+    Event, ObjectEvent, ObjectEventKind, Outcome, Reconcile, RecordPlace, Write,
 };
+
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;

@@ -14,15 +14,15 @@ use opscope_exporters::{
     Batch, Encoded, LogError, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig,
     SendingQueue, SignalBatch,
 };
-use opscope_processors::Telemetry;
-use opscope_processors::config::FieldError;
-use opscope_processors::memory_limiter::MemoryAccount;
+use opscope_model::config::FieldError;
+use opscope_model::memory::MemoryAccount;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ExporterConfig};
+use crate::consumer::OtlpBatch;
 use crate::self_telemetry::SelfTelemetry;
 
 /// A built exporter of one of the known types.
@@ -83,7 +83,7 @@ impl Exporters {
 
     /// Starts the sending queue of `queue.exporter` in `queue.pipeline` for OTLP data:
     /// an exporter that sends OTLP on takes it encoded, the others take it decoded.
-    pub fn start_output<T: PipelineData + Telemetry>(
+    pub fn start_output<T: PipelineData + OtlpBatch>(
         &self,
         queue: QueueFor<'_>,
     ) -> Result<(Output<T>, SendingQueue), ConfigError> {
@@ -263,7 +263,7 @@ pub enum Output<T> {
 }
 
 /// A sending queue of encoded OTLP, to an exporter that sends OTLP on.
-fn start_encoded<T: Telemetry>(exporter: &Built, start: Start<'_>) -> Option<Started<Encoded<T>>> {
+fn start_encoded<T: OtlpBatch>(exporter: &Built, start: Start<'_>) -> Option<Started<Encoded<T>>> {
     match exporter {
         Built::Otlp(exporter) => Some(start.queue(exporter)),
         Built::OtlpHttp(exporter) => Some(start.queue(exporter)),

@@ -8,9 +8,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use opscope::analyze::report;
 use opscope::config::{Config, ProcessorConfig};
+use opscope_model::timestamp::parse_rfc3339;
 use opscope_processors::correlator::CorrelatorConfig;
 use opscope_processors::tagger::TaggerConfig;
-use opscope_processors::timestamp::parse_rfc3339;
 use tracing_subscriber::EnvFilter;
 
 /// opscope: the telemetry agent that catches misbehaving Kubernetes operators.
@@ -190,7 +190,7 @@ fn analyze(
         }
     };
     if let Some(zone) = flags.timezone {
-        if opscope_processors::timestamp::parse_utc_offset(&zone).is_none() {
+        if opscope_model::timestamp::parse_utc_offset(&zone).is_none() {
             eprintln!(
                 "opscope analyze: --timezone {zone:?} is not UTC or an offset such as +02:00"
             );

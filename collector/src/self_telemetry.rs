@@ -10,14 +10,14 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use opscope_exporters::QueueMetrics;
 use opscope_exporters::queue::Labels;
-use opscope_processors::TelemetryKind;
+use opscope_model::TelemetryKind;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use opscope_exporters::server_tls::{ConnectionMetrics, ReloadMetrics};
+use opscope_net::server_tls::{ConnectionMetrics, ReloadMetrics};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 

@@ -2,15 +2,16 @@
 //! serves health and self-telemetry, and shuts down in order (stop receiving,
 //! drain the pipelines, deliver what is queued within the shutdown timeout).
 
-use opscope_exporters::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
+use opscope_net::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 
 use opscope_exporters::SendingQueue;
 use opscope_exporters::queue::SheddableQueue;
-use opscope_processors::memory_limiter::{MemoryAccount, SystemMemory};
-use opscope_processors::{Telemetry, TelemetryKind};
+use opscope_model::TelemetryKind;
+use opscope_model::memory::MemoryAccount;
+use opscope_processors::memory_limiter::SystemMemory;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -18,10 +19,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{
     Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig,
 };
+use crate::consumer::{Consumer, OtlpBatch, PipelineInput};
 use crate::exporters::{Exporters, PipelineData};
 use crate::extensions::health_check::{self, Readiness};
 use crate::pipeline::memory_watch::MemoryWatch;
-use crate::pipeline::{Consumer, Pipeline, PipelineInput, SharedProcessors};
+use crate::pipeline::{Pipeline, SharedProcessors};
 use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
 use crate::self_telemetry::SelfTelemetry;
 use crate::signals::SignalOutput;
@@ -282,7 +284,7 @@ struct PipelineBuilder<'a> {
 impl PipelineBuilder<'_> {
     /// Builds one pipeline of signal type `T` and registers its input with the
     /// consumers of the receivers it lists.
-    fn build<T: Telemetry + PipelineData>(
+    fn build<T: OtlpBatch + PipelineData>(
         &mut self,
         spec: &PipelineSpec<'_>,
         consumer_of: fn(&mut Consumers) -> &mut Consumer<T>,

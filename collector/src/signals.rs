@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opscope_exporters::{QueueSender, SendingQueue, SignalBatch};
+use opscope_model::memory::MemoryAccount;
+use opscope_model::signal::{Signal, SignalState};
+use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::correlator::processor::SignalSink;
-use opscope_processors::correlator::{SharedCorrelator, Signal, SignalState};
-use opscope_processors::memory_limiter::MemoryAccount;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

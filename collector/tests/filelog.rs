@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use opscope::consumer::{Input, PipelineInput};
 use opscope::extensions::health_check::Readiness;
-use opscope::pipeline::{Input, PipelineInput};
 use opscope::receivers::filelog::{self, FilelogConfig};
 use opscope::receivers::{Consumers, ReceiverContext};
 use opscope::self_telemetry::SelfTelemetry;
-use opscope_processors::memory_limiter::MemoryAccount;
+use opscope_model::memory::MemoryAccount;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{KeyValue, any_value};
 use opscope_proto::otlp::logs::v1::LogRecord;

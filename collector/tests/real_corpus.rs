@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use opscope::analyze::{Options, analyze};
-use opscope_processors::Telemetry;
-use opscope_processors::correlator::CorrelatorConfig;
-use opscope_processors::kinds::plural_of_kind;
-use opscope_processors::semconv::{
+use opscope_model::kubernetes::kinds::plural_of_kind;
+use opscope_model::semconv::{
     API_KIND, API_NAME, API_NAMESPACE, API_RESOURCE, OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE,
     OBJECT_RESOURCE, OPSCOPE_RECORD, RECONCILE_RESULT, RECORD_RECONCILE, SERVICE_NAME,
 };
+use opscope_processors::Taggable;
+use opscope_processors::correlator::CorrelatorConfig;
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};

@@ -5,8 +5,8 @@
 use std::marker::PhantomData;
 
 use bytes::Bytes;
-use opscope_processors::Telemetry;
-use opscope_processors::correlator::Signal;
+use opscope_model::Telemetry;
+use opscope_model::signal::Signal;
 
 use crate::split;
 

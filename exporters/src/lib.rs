@@ -16,16 +16,13 @@ pub mod alertmanager;
 pub mod batch;
 pub mod debug;
 pub mod exporter;
-pub mod file_watch;
-pub mod http_client;
+pub mod http_answer;
 pub mod loki;
 pub mod otlp;
 pub mod prometheus;
 pub mod queue;
-pub mod server_tls;
 pub mod settings;
 pub mod split;
-pub mod tls;
 
 pub use batch::{Batch, Encoded, SignalBatch};
 pub use exporter::{Delivery, ExportError, Exporter};

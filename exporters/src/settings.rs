@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
 
 use crate::queue::{QueueConfig, RetryConfig};
-use crate::tls::TlsClientConfig;
+use opscope_net::client_tls::TlsClientConfig;
 
 /// The shared settings of one exporter.
 pub struct SharedSettings<'a> {

@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 use bytes::{Buf, Bytes};
-use opscope_processors::TelemetryKind;
+use opscope_model::TelemetryKind;
 
 /// One request of a cut, with the items it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -353,7 +353,7 @@ fn key_len(number: u32) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use opscope_processors::Telemetry;
+    use opscope_model::Telemetry;
     use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
     use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
     use opscope_proto::otlp::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};

@@ -9,10 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opscope_exporters::alertmanager::{AlertmanagerConfig, AlertmanagerExporter};
 use opscope_exporters::{ExportError, Exporter, SignalBatch};
-use opscope_processors::correlator::{
-    ObjectRef, OperatorRef, Severity, Signal, SignalState, SignalType,
-};
-use opscope_processors::timestamp::format_rfc3339;
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
+use opscope_model::timestamp::format_rfc3339;
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_or_skip, labels};
 use opscope_testkit::backend::free_port;
 use serde_json::Value;

@@ -10,10 +10,9 @@ use opscope_exporters::loki::{LokiConfig, LokiExporter};
 use opscope_exporters::{
     Exporter, QueueConfig, QueueMetrics, QueueStore, RetryConfig, SendingQueue, SignalBatch,
 };
-use opscope_processors::correlator::{
-    ObjectRef, OperatorRef, Severity, Signal, SignalState, SignalType,
-};
-use opscope_processors::memory_limiter::MemoryAccount;
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use opscope_model::memory::MemoryAccount;
+use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};

@@ -13,12 +13,11 @@ use axum::http::{HeaderMap, StatusCode};
 use opscope_exporters::prometheus::{
     PrometheusConfig, PrometheusExporter, RemoteWriteConfig, RemoteWriteExporter,
 };
-use opscope_exporters::server_tls::{ConnectionMetrics, ReloadMetrics};
 use opscope_exporters::{ExportError, Exporter, SignalBatch};
-use opscope_processors::correlator::{
-    ObjectRef, OperatorRef, Severity, Signal, SignalState, SignalType,
-};
-use opscope_processors::semconv;
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use opscope_model::semconv;
+use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
+use opscope_net::server_tls::{ConnectionMetrics, ReloadMetrics};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;

@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use opscope::fuzzing::{EventFilter, EventList, K8sAuditConfig, admitted_records};
-use opscope_processors::tagger::audit::{parse_audit, parse_audit_line};
+use opscope_model::kubernetes::audit::{parse_audit, parse_audit_line};
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
 use serde_json::Value;
 

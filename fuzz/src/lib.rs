@@ -3,9 +3,9 @@
 //! of one fuzz input into several files.
 
 use opscope::fuzzing::{InputLimits, WithinLimits};
-use opscope_processors::Telemetry;
 use opscope_processors::correlator::{Correlator, CorrelatorConfig};
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
+use opscope_processors::{CorrelatorEvents, Taggable};
 
 /// An hour of event time, past every detector's window.
 const HOUR_NANOS: u64 = 3_600_000_000_000;
@@ -14,7 +14,7 @@ const HOUR_NANOS: u64 = 3_600_000_000_000;
 /// it over the input limits, tag it, extract correlator events, feed and advance the
 /// correlator. The request is tagged twice: tagging what is tagged must not panic
 /// either (a gateway receives records another opscope tagged).
-pub fn process<T: Telemetry + WithinLimits>(mut request: T) {
+pub fn process<T: Taggable + CorrelatorEvents + WithinLimits>(mut request: T) {
     if request.check_limits(&InputLimits::default()).is_err() {
         return;
     }

@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::config::{FieldError, duration};
 use crate::processor::Processor;
-use crate::telemetry::Telemetry;
+use opscope_model::config::{FieldError, duration};
+use opscope_model::telemetry::Telemetry;
 
 /// Settings of the `batch` processor, named as in the OpenTelemetry Collector.
 #[derive(Debug, Clone, Deserialize)]
@@ -123,7 +123,7 @@ impl<T: Telemetry> Processor<T> for BatchProcessor<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::tests::traces;
+    use opscope_testkit::otlp_batches::traces;
 
     fn processor(
         size: usize,

@@ -1,4 +1,5 @@
-//! Processors of the opscope pipeline and the telemetry model they work on.
+//! Processors of the opscope pipeline: batch, resource, memory limiter, the operator
+//! tagger and the correlator.
 
 // Input must never crash the agent: no panicking shortcuts outside tests.
 #![cfg_attr(
@@ -12,22 +13,16 @@
     )
 )]
 
-pub mod attributes;
 pub mod batch;
-pub mod config;
 pub mod correlator;
-pub mod decoded_size;
-pub mod kinds;
 pub mod memory_limiter;
-pub mod name;
+pub mod operator_metrics;
 #[cfg(test)]
 pub(crate) mod otlp_builders;
 pub mod processor;
 pub mod resource;
-pub mod semconv;
 pub mod tagger;
-pub mod telemetry;
-pub mod timestamp;
 
+pub use correlator::extract::CorrelatorEvents;
 pub use processor::{Processor, ProcessorChain};
-pub use telemetry::{Telemetry, TelemetryKind};
+pub use tagger::Taggable;

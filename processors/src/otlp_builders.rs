@@ -10,7 +10,7 @@ use opscope_proto::otlp::trace::v1::span::Event;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
 
-use crate::attributes::{get_str, set, set_str};
+use opscope_model::attributes::{get_str, set, set_str};
 
 /// 2024-05-01T12:00:00Z, the time of the fixtures.
 pub(crate) const T0: u64 = 1_714_564_800_000_000_000;

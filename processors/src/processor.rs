@@ -89,9 +89,9 @@ impl<T> ProcessorChain<T> {
 mod tests {
     use super::*;
     use crate::batch::{BatchConfig, BatchProcessor};
-    use crate::telemetry::Telemetry;
-    use crate::telemetry::tests::traces;
+    use opscope_model::telemetry::Telemetry;
     use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+    use opscope_testkit::otlp_batches::traces;
     use std::time::Duration;
 
     /// Counts what passes through it.

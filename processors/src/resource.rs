@@ -4,9 +4,9 @@
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
 use serde::Deserialize;
 
-use crate::config::FieldError;
 use crate::processor::Processor;
-use crate::telemetry::Telemetry;
+use opscope_model::config::FieldError;
+use opscope_model::telemetry::Telemetry;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -139,8 +139,8 @@ impl<T: Telemetry> Processor<T> for ResourceProcessor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::tests::traces;
     use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+    use opscope_testkit::otlp_batches::traces;
 
     fn config(yaml_like_json: &str) -> ResourceConfig {
         serde_json::from_str(yaml_like_json).expect("test config parses")

@@ -1,7 +1,7 @@
 //! Property tests of the audit event parser: fixture events and event lists mutated
 //! as bytes, and as JSON (a field replaced by a value of another type or size).
 
-use opscope_processors::tagger::audit::{parse_audit, parse_audit_line};
+use opscope_model::kubernetes::audit::{parse_audit, parse_audit_line};
 use opscope_testkit::mutate::{lines_of, mutated_text, token_soup};
 use proptest::prelude::*;
 use proptest::sample::Index;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use opscope_processors::tagger::api::parse_api_path;
+use opscope_model::kubernetes::api_call::parse_api_path;
 use opscope_processors::tagger::conflict::find_conflict;
 use opscope_processors::tagger::formats::{
     LogFacts, is_continuation, parse_go_duration, recognize_line,

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use opscope_processors::timestamp::{
+use opscope_model::timestamp::{
     epoch_seconds_from_f64, format_rfc3339, parse_epoch_seconds, parse_rfc3339, parse_timestamp,
 };
 use opscope_testkit::mutate::{mutated_text, token_soup};

@@ -17,7 +17,9 @@
 
 pub mod loki;
 pub mod otlp_encode;
+pub mod otlp_service;
 pub mod remote_write;
 
 pub use opentelemetry_proto::tonic as otlp;
+pub use otlp_service::ExportService;
 pub use prost;

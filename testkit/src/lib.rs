@@ -1,6 +1,7 @@
 //! Test support shared by opscope's integration tests: real Prometheus and Alertmanager
 //! servers on loopback, a recording HTTP server, an independent reader of Loki pushes,
-//! and malformed-input generators for the parsers' property tests.
+//! malformed-input generators for the parsers' property tests, and small OTLP
+//! batches of a known shape.
 //!
 //! Tests that need an installed server skip with a printed reason when it is absent,
 //! unless `OPSCOPE_REQUIRE_BACKENDS=1`, which makes them fail instead.
@@ -9,6 +10,7 @@ pub mod alertmanager;
 pub mod backend;
 pub mod loki;
 pub mod mutate;
+pub mod otlp_batches;
 pub mod prometheus;
 pub mod recording;
 mod wire;

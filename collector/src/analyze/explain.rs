@@ -6,8 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use opscope_model::kubernetes::ObjectKey;
+use opscope_model::timestamp::Nanos;
 use opscope_processors::correlator::CorrelatorConfig;
-use opscope_processors::correlator::events::{Event, Nanos, ObjectEventKind, ObjectKey};
+use opscope_processors::correlator::events::{Event, ObjectEventKind};
 use opscope_processors::tagger::formats::{LogFacts, LogFormat, UserFormats, recognize_line_with};
 use serde::Serialize;
 
@@ -290,7 +292,7 @@ fn objects_and_closest(
     (objects, closest)
 }
 
-fn label_of(object: &opscope_processors::correlator::events::ObjectRef) -> String {
+fn label_of(object: &opscope_model::kubernetes::ObjectRef) -> String {
     let kind = if object.kind.is_empty() {
         object.resource.as_str()
     } else {

@@ -1,9 +1,9 @@
 //! How `opscope analyze` prints what it found: one JSON object per signal per line,
 //! or a table for people with the hint under each row and a summary line.
 
-use opscope_processors::correlator::signal::format_figure;
-use opscope_processors::correlator::{Severity, Signal, SignalState};
-use opscope_processors::timestamp::format_rfc3339;
+use opscope_model::signal::format_figure;
+use opscope_model::signal::{Severity, Signal, SignalState};
+use opscope_model::timestamp::format_rfc3339;
 
 use super::Totals;
 

@@ -7,13 +7,13 @@ pub mod env;
 #[cfg(test)]
 mod fuzz_tests;
 
-use opscope_exporters::server_tls::ServerTlsConfig;
+use opscope_net::server_tls::ServerTlsConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use opscope_processors::TelemetryKind;
-use opscope_processors::config::duration;
+use opscope_model::TelemetryKind;
+use opscope_model::config::duration;
 use serde::Deserialize;
 use serde_json::Value;
 

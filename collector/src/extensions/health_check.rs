@@ -10,8 +10,8 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use opscope_exporters::server_tls::ServerTlsConfig;
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
+use opscope_net::server_tls::ServerTlsConfig;
 use serde::Deserialize;
 
 use crate::config::check_listen_address;

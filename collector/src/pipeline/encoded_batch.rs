@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use opscope_exporters::Encoded;
-use opscope_processors::Telemetry;
+use opscope_model::Telemetry;
 use opscope_processors::batch::BatchConfig;
 
 pub struct EncodedBatcher<T> {

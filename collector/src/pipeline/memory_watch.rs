@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use opscope_exporters::queue::shedding::{self, SheddableQueue};
+use opscope_model::memory::MemoryAccount;
 use opscope_processors::memory_limiter::{
-    MemoryAccount, MemoryLimiter, MemoryLimiterConfig, MemoryState, SystemMemory,
+    MemoryLimiter, MemoryLimiterConfig, MemoryState, SystemMemory,
 };
 use tokio_util::sync::CancellationToken;
 

@@ -3,7 +3,6 @@
 //! queue. A full sending queue makes the fan-out wait, which fills the input queue,
 //! which makes receivers refuse: backpressure end to end, nothing dropped between.
 
-pub mod consumer;
 pub mod encoded_batch;
 pub mod memory_watch;
 
@@ -12,16 +11,18 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use opscope_exporters::{Batch, Encoded, QueueSender, SendingQueue};
+use opscope_model::Telemetry;
+use opscope_model::memory::{MemoryAccount, MemoryHold};
 use opscope_processors::batch::BatchProcessor;
 use opscope_processors::correlator::SharedCorrelator;
-use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold, MemoryLimiter, SystemMemory};
+use opscope_processors::memory_limiter::{MemoryLimiter, SystemMemory};
 use opscope_processors::resource::ResourceProcessor;
 use opscope_processors::tagger::OperatorTagger;
-use opscope_processors::{Processor, ProcessorChain, Telemetry};
+use opscope_processors::{Processor, ProcessorChain};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use consumer::{Acknowledgements, Consumer, Input, PipelineInput, Refusal};
+use crate::consumer::{Input, OtlpBatch, PipelineInput};
 
 use crate::config::{ConfigError, ProcessorConfig};
 use crate::exporters::{Exporters, Output, PipelineData, QueueFor};
@@ -113,7 +114,7 @@ struct FanOut<T> {
     encoded: Vec<(String, QueueSender<Encoded<T>>)>,
 }
 
-impl<T: Telemetry + PipelineData> Pipeline<T> {
+impl<T: OtlpBatch + PipelineData> Pipeline<T> {
     /// Builds the processors and starts the exporters' sending queues. Returns the
     /// pipeline, the sender receivers feed, and the running queues.
     pub fn build(
@@ -295,7 +296,7 @@ impl<T: Telemetry + PipelineData> Pipeline<T> {
     }
 }
 
-impl<T: Telemetry + PipelineData> FanOut<T> {
+impl<T: OtlpBatch + PipelineData> FanOut<T> {
     /// Hands every batch to every exporter, waiting while a queue is full; false if a
     /// queue lost one.
     async fn send_all(&self, batches: Vec<T>) -> bool {
@@ -349,7 +350,7 @@ impl<T: Telemetry + PipelineData> FanOut<T> {
     }
 }
 
-fn build_processor<T: Telemetry>(
+fn build_processor<T: OtlpBatch>(
     name: &str,
     config: &ProcessorConfig,
     shared: &SharedProcessors,

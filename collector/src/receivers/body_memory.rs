@@ -11,7 +11,8 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
-use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold, MemoryLimiter};
+use opscope_model::memory::{MemoryAccount, MemoryHold};
+use opscope_processors::memory_limiter::MemoryLimiter;
 
 use super::Consumers;
 

@@ -6,7 +6,7 @@ use axum::body::{Body, Bytes, to_bytes};
 use axum::http::StatusCode;
 use axum::http::header::RETRY_AFTER;
 use axum::response::Response;
-use opscope_exporters::server_tls::ReadTimeout;
+use opscope_net::server_tls::ReadTimeout;
 
 use super::body_memory::{BodyMemory, Framing, OverMemoryLimit};
 

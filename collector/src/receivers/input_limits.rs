@@ -6,8 +6,8 @@
 //! decode into (`max_items`, `max_decoded_size_mib`) is checked on its bytes, before
 //! decoding (`decode_budget`).
 
-use opscope_processors::config::FieldError;
-use opscope_processors::{Telemetry, TelemetryKind};
+use opscope_model::config::FieldError;
+use opscope_model::{Telemetry, TelemetryKind};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;

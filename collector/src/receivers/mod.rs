@@ -21,8 +21,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ReceiverConfig;
+use crate::consumer::Consumer;
 use crate::extensions::health_check::Readiness;
-use crate::pipeline::Consumer;
 use crate::self_telemetry::SelfTelemetry;
 
 /// The pipelines one receiver feeds, per signal type.
@@ -56,7 +56,7 @@ pub enum ReceiverError {
     Security {
         receiver: String,
         at: &'static str,
-        source: opscope_processors::config::FieldError,
+        source: opscope_model::config::FieldError,
     },
     #[error(transparent)]
     Filelog(#[from] filelog::FilelogError),

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
 use tokio::net::TcpListener;
 
 use super::auth::{AuthConfig, Authenticator};
 use super::{ReceiverContext, ReceiverError};
-use opscope_exporters::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
+use opscope_net::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
 
 /// Connections one receiver's server keeps open at once, unless configured.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use opscope_processors::correlator::signal::format_figure;
-use opscope_processors::correlator::{Nanos, Signal, SignalState, SignalType};
-use opscope_processors::timestamp::format_rfc3339;
+use opscope_model::signal::format_figure;
+use opscope_model::signal::{Signal, SignalState, SignalType};
+use opscope_model::timestamp::Nanos;
+use opscope_model::timestamp::format_rfc3339;
 use serde::{Serialize, Serializer};
 
 /// One element of the JSON array `POST /api/v2/alerts` takes.

@@ -2,14 +2,15 @@
 //! one Alertmanager failing neither delays nor stops delivery to the others.
 
 use bytes::Bytes;
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
 use reqwest::header::CONTENT_TYPE;
 use tokio::task::JoinSet;
 
 use super::alert::Alert;
 use super::config::AlertmanagerConfig;
 use crate::exporter::ExportError;
-use crate::http_client::{Answer, build_client, send_failed};
+use crate::http_answer::{Answer, send_failed};
+use opscope_net::http_client::build_client;
 
 /// Most alerts in one request; more go out in several.
 const MAX_ALERTS_PER_POST: usize = 1000;

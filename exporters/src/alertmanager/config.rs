@@ -4,13 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opscope_processors::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 use serde::Deserialize;
 use url::Url;
 
 use crate::queue::{QueueConfig, RetryConfig};
 use crate::settings::SharedSettings;
-use crate::tls::TlsClientConfig;
+use opscope_net::client_tls::TlsClientConfig;
 
 /// The path of Alertmanager's API that takes alerts, below its base URL.
 const ALERTS_PATH: &str = "/api/v2/alerts";

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use opscope_processors::correlator::{Nanos, Signal, SignalState};
+use opscope_model::timestamp::Nanos;
+
+use opscope_model::signal::{Signal, SignalState};
 
 use super::alert::Alert;
 

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use opscope_processors::correlator::{
-    ObjectRef, OperatorRef, Severity, Signal, SignalState, SignalType,
-};
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+
+use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
 /// 2024-05-01T12:00:00Z.
 const NOON: u64 = 1_714_564_800_000_000_000;

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::Write;
 
-use opscope_processors::Telemetry;
-use opscope_processors::correlator::Signal;
+use opscope_model::Telemetry;
+use opscope_model::signal::Signal;
 use serde::Deserialize;
 
 use crate::batch::SignalBatch;

@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use opscope_processors::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 use serde::Deserialize;
 use url::Url;
 
 use super::labels::StreamLabel;
 use crate::queue::{QueueConfig, RetryConfig};
 use crate::settings::SharedSettings;
-use crate::tls::TlsClientConfig;
+use opscope_net::client_tls::TlsClientConfig;
 
 /// Loki's push path, appended to an `endpoint` that does not end with it.
 pub const PUSH_PATH: &str = "/loki/api/v1/push";

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use opscope_processors::attributes::get_str;
-use opscope_processors::correlator::ObjectRef;
-use opscope_processors::correlator::events::NANOS_PER_SECOND;
-use opscope_processors::semconv;
+use opscope_model::attributes::get_str;
+use opscope_model::kubernetes::ObjectRef;
+use opscope_model::semconv;
+use opscope_model::timestamp::NANOS_PER_SECOND;
 use opscope_proto::loki::{EntryAdapter, LabelPairAdapter, PushRequest, StreamAdapter, Timestamp};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};

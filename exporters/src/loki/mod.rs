@@ -8,7 +8,7 @@ mod signals;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
 use opscope_proto::loki::PushRequest;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use reqwest::header::CONTENT_TYPE;
@@ -20,7 +20,8 @@ pub use labels::StreamLabel;
 
 use crate::batch::SignalBatch;
 use crate::exporter::{Delivery, ExportError, Exporter};
-use crate::http_client::{Answer, build_client, send_failed};
+use crate::http_answer::{Answer, send_failed};
+use opscope_net::http_client::build_client;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const TENANT_HEADER: &str = "X-Scope-OrgID";

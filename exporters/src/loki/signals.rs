@@ -1,8 +1,8 @@
 //! Signal changes as Loki entries: one per change, on a stream with the configured
 //! labels plus `signal`, the signal as JSON for the line, its ids as structured metadata.
 
-use opscope_processors::correlator::signal::evidence_reference;
-use opscope_processors::correlator::{Severity, Signal};
+use opscope_model::signal::evidence_reference;
+use opscope_model::signal::{Severity, Signal};
 use opscope_proto::loki::{EntryAdapter, PushRequest};
 
 use super::encode::{Streams, metadata, timestamp};
@@ -69,7 +69,8 @@ fn evidence_ids(evidence: &[String], key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opscope_processors::correlator::{ObjectRef, OperatorRef, SignalState, SignalType};
+    use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+    use opscope_model::signal::{SignalState, SignalType};
 
     fn signal(severity: Severity, last_seen: u64) -> Signal {
         Signal {

@@ -5,8 +5,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes};
-use opscope_processors::Telemetry;
-use opscope_processors::config::FieldError;
+use opscope_model::Telemetry;
+use opscope_model::config::FieldError;
+use opscope_proto::ExportService;
 use opscope_proto::prost::Message;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
@@ -90,7 +91,7 @@ impl Exporter<SignalBatch> for GrpcExporter {
     }
 }
 
-impl<T: Telemetry> Exporter<Encoded<T>> for GrpcExporter {
+impl<T: Telemetry + ExportService> Exporter<Encoded<T>> for GrpcExporter {
     async fn export(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
         self.send(batch).await
     }
@@ -101,7 +102,10 @@ impl<T: Telemetry> Exporter<Encoded<T>> for GrpcExporter {
 }
 
 impl GrpcExporter {
-    async fn send<T: Telemetry>(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
+    async fn send<T: Telemetry + ExportService>(
+        &self,
+        batch: &Encoded<T>,
+    ) -> Result<Delivery, ExportError> {
         let mut client = tonic::client::Grpc::new(self.channel.clone());
         if let Some(encoding) = self.compression {
             client = client.send_compressed(encoding).accept_compressed(encoding);

@@ -5,8 +5,9 @@ use std::io::Write;
 use bytes::Bytes;
 use flate2::Compression as GzipLevel;
 use flate2::write::GzEncoder;
-use opscope_processors::Telemetry;
-use opscope_processors::config::FieldError;
+use opscope_model::Telemetry;
+use opscope_model::config::FieldError;
+use opscope_proto::ExportService;
 use opscope_proto::prost::Message;
 use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE};
 
@@ -14,7 +15,8 @@ use super::config::{Compression, OtlpExporterConfig, OtlpProtocol};
 use super::signals::{signal_logs, signal_spans};
 use crate::batch::{Encoded, SignalBatch};
 use crate::exporter::{Delivery, ExportError, Exporter};
-use crate::http_client::{Answer, build_client, send_failed};
+use crate::http_answer::{Answer, send_failed};
+use opscope_net::http_client::build_client;
 
 const PROTOBUF: &str = "application/x-protobuf";
 
@@ -36,7 +38,7 @@ impl HttpExporter {
         })
     }
 
-    fn body<T: Telemetry>(&self, batch: &Encoded<T>) -> Result<Bytes, ExportError> {
+    fn body<T: Telemetry + ExportService>(&self, batch: &Encoded<T>) -> Result<Bytes, ExportError> {
         let encoded = batch.bytes();
         if !self.gzip {
             return Ok(encoded);
@@ -49,7 +51,10 @@ impl HttpExporter {
             .map_err(|e| ExportError::permanent(format!("gzip: {e}")))
     }
 
-    async fn send<T: Telemetry>(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
+    async fn send<T: Telemetry + ExportService>(
+        &self,
+        batch: &Encoded<T>,
+    ) -> Result<Delivery, ExportError> {
         let mut request = self
             .client
             .post(format!("{}{}", self.base_url, T::HTTP_PATH))
@@ -83,7 +88,7 @@ impl Exporter<SignalBatch> for HttpExporter {
     }
 }
 
-impl<T: Telemetry> Exporter<Encoded<T>> for HttpExporter {
+impl<T: Telemetry + ExportService> Exporter<Encoded<T>> for HttpExporter {
     async fn export(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
         self.send(batch).await
     }

@@ -2,9 +2,9 @@
 //! evidence spans (so a trace UI such as Jaeger leads from the signal to the
 //! offending reconciles) and a log record whose body is the signal as JSON.
 
-use opscope_processors::correlator::signal::evidence_reference;
-use opscope_processors::correlator::{Severity, Signal, SignalState};
-use opscope_processors::tagger::status_digest::fnv1a;
+use opscope_model::hash::fnv1a;
+use opscope_model::signal::evidence_reference;
+use opscope_model::signal::{Severity, Signal, SignalState};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::otlp::common::v1::{
@@ -52,7 +52,7 @@ fn signal_span(signal: &Signal) -> Span {
     let state = state_name(signal.state);
     Span {
         trace_id: trace_id(&signal.id),
-        span_id: fnv1a(&format!("{}/{state}/{}", signal.id, signal.last_seen))
+        span_id: fnv1a(format!("{}/{state}/{}", signal.id, signal.last_seen).as_bytes())
             .to_be_bytes()
             .to_vec(),
         name: format!("opscope.signal {}", signal.signal.name()),
@@ -167,8 +167,8 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 }
 
 fn trace_id(signal_id: &str) -> Vec<u8> {
-    let high = fnv1a(signal_id);
-    let low = fnv1a(&format!("{signal_id}#"));
+    let high = fnv1a(signal_id.as_bytes());
+    let low = fnv1a(format!("{signal_id}#").as_bytes());
     [high.to_be_bytes(), low.to_be_bytes()].concat()
 }
 

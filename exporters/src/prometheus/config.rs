@@ -4,16 +4,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opscope_processors::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 use serde::Deserialize;
 use url::Url;
 
 use super::names::is_valid_label_name;
 use super::store::SeriesLimits;
 use crate::queue::{QueueConfig, RetryConfig};
-use crate::server_tls::ServerTlsConfig;
 use crate::settings::SharedSettings;
-use crate::tls::TlsClientConfig;
+use opscope_net::client_tls::TlsClientConfig;
+use opscope_net::server_tls::ServerTlsConfig;
 
 fn default_endpoint() -> String {
     "127.0.0.1:8889".into()

@@ -267,7 +267,9 @@ fn write_change(event: &ObjectEvent, write: &Write, families: &Families, extra: 
 mod tests {
     use std::time::Duration;
 
-    use opscope_processors::correlator::events::{ObjectRef, OperatorRef, RecordPlace};
+    use opscope_processors::correlator::events::RecordPlace;
+
+    use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 
     use super::*;
 

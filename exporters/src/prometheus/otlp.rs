@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use opscope_processors::semconv::{K8S_POD_NAME, SERVICE_NAME};
+use opscope_model::semconv::{K8S_POD_NAME, SERVICE_NAME};
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
 use opscope_proto::otlp::metrics::v1::{

@@ -1,13 +1,14 @@
 //! The `prometheus` exporter: keeps the series that traces, logs, metrics and signals
 //! make and serves them on `endpoint` for Prometheus to scrape.
 
-use crate::server_tls::{Alpn, ConnectionMetrics, ReloadMetrics};
+use opscope_net::server_tls::{Alpn, ConnectionMetrics, ReloadMetrics};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use opscope_processors::Telemetry;
-use opscope_processors::config::FieldError;
+use opscope_model::Telemetry;
+use opscope_model::config::FieldError;
+use opscope_processors::CorrelatorEvents;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::PrometheusConfig;
@@ -112,7 +113,7 @@ impl PrometheusExporter {
 }
 
 /// Metrics are converted; traces and logs feed the reconcile and write counts.
-impl<T: Telemetry> Exporter<T> for PrometheusExporter {
+impl<T: Telemetry + CorrelatorEvents> Exporter<T> for PrometheusExporter {
     async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
         Ok(self.update(|state| state.telemetry_changes(batch)))
     }

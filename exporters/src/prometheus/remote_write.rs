@@ -5,8 +5,9 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use opscope_processors::Telemetry;
-use opscope_processors::config::FieldError;
+use opscope_model::Telemetry;
+use opscope_model::config::FieldError;
+use opscope_processors::CorrelatorEvents;
 use opscope_proto::prost::Message;
 use opscope_proto::remote_write::WriteRequest;
 use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
@@ -17,7 +18,8 @@ use super::state::{Changes, SeriesState, delivery};
 use super::write_request::write_request;
 use crate::batch::SignalBatch;
 use crate::exporter::{Delivery, ExportError, Exporter};
-use crate::http_client::{Answer, build_client, send_failed};
+use crate::http_answer::{Answer, send_failed};
+use opscope_net::http_client::build_client;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const VERSION_HEADER: &str = "X-Prometheus-Remote-Write-Version";
@@ -101,7 +103,7 @@ impl RemoteWriteExporter {
 }
 
 /// Metrics are converted; traces and logs feed the reconcile and write counts.
-impl<T: Telemetry> Exporter<T> for RemoteWriteExporter {
+impl<T: Telemetry + CorrelatorEvents> Exporter<T> for RemoteWriteExporter {
     async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
         self.push(|state| state.telemetry_changes(batch)).await
     }

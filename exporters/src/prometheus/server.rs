@@ -2,7 +2,7 @@
 //! asks for (OpenMetrics 1.0 or text 0.0.4), served on a task that stops when its
 //! token is cancelled.
 
-use crate::server_tls::{ConnectionMetrics, ConnectionSettings, HttpServer};
+use opscope_net::server_tls::{ConnectionMetrics, ConnectionSettings, HttpServer};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use opscope_processors::correlator::{Signal, SignalState};
+use opscope_model::signal::{Signal, SignalState};
 
 use super::model::{Change, FamilyDesc, Kind, Labels, Op, Value};
 use super::names::LabelSet;
@@ -160,7 +160,9 @@ fn active_labels(signal: &Signal, extra: &Labels) -> Labels {
 mod tests {
     use std::collections::BTreeMap;
 
-    use opscope_processors::correlator::{ObjectRef, OperatorRef, Severity, SignalType};
+    use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+
+    use opscope_model::signal::{Severity, SignalType};
 
     use super::*;
 

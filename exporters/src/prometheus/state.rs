@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use opscope_processors::Telemetry;
+use opscope_model::Telemetry;
+use opscope_processors::CorrelatorEvents;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 
 use super::model::{Change, Labels};
@@ -77,7 +78,7 @@ impl SeriesState {
 
     /// Metrics batches are converted; traces and logs count what their correlator
     /// events say about reconciles and writes.
-    pub fn telemetry_changes<T: Telemetry>(&self, batch: &T) -> Changes {
+    pub fn telemetry_changes<T: Telemetry + CorrelatorEvents>(&self, batch: &T) -> Changes {
         if let Some(metrics) = (batch as &dyn Any).downcast_ref::<ExportMetricsServiceRequest>() {
             let converted = metric_changes(metrics, &self.extra_labels);
             return Changes {

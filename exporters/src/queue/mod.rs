@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use opscope_processors::config::FieldError;
-use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold};
+use opscope_model::config::FieldError;
+use opscope_model::memory::{MemoryAccount, MemoryHold};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -45,7 +45,7 @@ pub struct QueueConfig {
     /// When a durable queue forces its writes to disk.
     pub fsync: FsyncPolicy,
     /// The most a crash can lose with `fsync: interval`.
-    #[serde(deserialize_with = "opscope_processors::config::duration")]
+    #[serde(deserialize_with = "opscope_model::config::duration")]
     pub fsync_interval: Duration,
     /// Disk a durable queue may use.
     pub max_size_mib: u64,

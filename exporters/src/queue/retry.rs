@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use opscope_processors::config::duration;
+use opscope_model::config::duration;
 use rand::Rng;
 use serde::Deserialize;
 
@@ -36,8 +36,8 @@ impl Default for RetryConfig {
 }
 
 impl RetryConfig {
-    pub fn validate(&self) -> Result<(), opscope_processors::config::FieldError> {
-        use opscope_processors::config::FieldError;
+    pub fn validate(&self) -> Result<(), opscope_model::config::FieldError> {
+        use opscope_model::config::FieldError;
         if self.initial_interval.is_zero() {
             return Err(FieldError::new(
                 "initial_interval",

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use opscope_processors::memory_limiter::MemoryAccount;
+use opscope_model::memory::MemoryAccount;
 
 use super::{QueueMetrics, Queued};
 use crate::batch::Batch;

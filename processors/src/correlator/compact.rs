@@ -4,7 +4,7 @@
 use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
-use super::events::{Name, ObjectRef, OperatorRef};
+use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
 
 /// The longest text kept from an event: a name, an evidence reference, an error.
 pub(crate) const MAX_TEXT: usize = 256;

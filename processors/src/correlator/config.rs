@@ -9,7 +9,7 @@ use super::finalizer_leak::FinalizerLeakConfig;
 use super::reconcile_loop::ReconcileLoopConfig;
 use super::resource_leak::ResourceLeakConfig;
 use super::write_conflict::WriteConflictConfig;
-use crate::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration, positive};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -55,36 +55,13 @@ impl CorrelatorConfig {
             ("resource_leak", self.resource_leak.validate()),
         ];
         for (section, result) in sections {
-            result.map_err(|error| within(section, error))?;
+            result.map_err(|error| error.within(section))?;
         }
         if self.max_objects == 0 {
             return Err(FieldError::new("max_objects", "must be at least 1"));
         }
         positive("idle_expiry", self.idle_expiry)
     }
-}
-
-/// Checks that a duration setting is above zero.
-pub(crate) fn positive(field: &str, value: Duration) -> Result<(), FieldError> {
-    if value.is_zero() {
-        return Err(FieldError::new(field, "must be longer than 0"));
-    }
-    Ok(())
-}
-
-/// Checks that a share setting lies in (0, 1].
-pub(crate) fn share(field: &str, value: f64) -> Result<(), FieldError> {
-    if !(value > 0.0 && value <= 1.0) {
-        return Err(FieldError::new(
-            field,
-            format!("{value} is not a share between 0 (excluded) and 1"),
-        ));
-    }
-    Ok(())
-}
-
-fn within(section: &str, error: FieldError) -> FieldError {
-    FieldError::new(format!("{section}.{}", error.field), error.message)
 }
 
 #[cfg(test)]

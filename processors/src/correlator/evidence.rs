@@ -5,7 +5,7 @@ use std::cell::OnceCell;
 
 use super::compact::boundary;
 use super::events::RecordPlace;
-use super::signal::MAX_EVIDENCE;
+use opscope_model::signal::MAX_EVIDENCE;
 
 /// The evidence reference of one event, written the first time a detector keeps it:
 /// most events are kept by none.

@@ -15,18 +15,22 @@ use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 
 use super::events::{
-    Counter, CounterEvent, Event, GaugeEvent, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectRef,
-    ObjectState, OperatorRef, Outcome, Reconcile, RecordPlace, Write, push_ids,
+    Counter, CounterEvent, Event, GaugeEvent, ObjectEvent, ObjectEventKind, ObjectState, Outcome,
+    Reconcile, RecordPlace, Write, push_ids,
 };
-use crate::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_str};
-use crate::kinds::plural_of_kind;
-use crate::semconv::*;
-use crate::tagger::audit::operator_of_user;
-use crate::timestamp::parse_rfc3339;
+
+use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
+
+use opscope_model::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_str};
+use opscope_model::kubernetes::audit::operator_of_user;
+use opscope_model::kubernetes::kinds::plural_of_kind;
+use opscope_model::semconv::*;
+use opscope_model::timestamp::Nanos;
+use opscope_model::timestamp::parse_rfc3339;
 
 use super::resource_leak::watches;
 use super::tagged::Tagged;
-use crate::tagger::api::{ApiCall, api_call_from_span};
+use opscope_model::kubernetes::api_call::{ApiCall, api_call_from_span};
 
 const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];
 
@@ -102,6 +106,30 @@ impl<'a> Source<'a> {
             },
             instance: get_str(resource, K8S_POD_NAME).unwrap_or_default(),
         }
+    }
+}
+
+/// A batch whose tagged records stand for correlator events.
+pub trait CorrelatorEvents {
+    /// Appends the events of the batch's records to `out`.
+    fn correlator_events(&self, out: &mut Vec<Event>);
+}
+
+impl CorrelatorEvents for ExportTraceServiceRequest {
+    fn correlator_events(&self, out: &mut Vec<Event>) {
+        from_traces(self, out);
+    }
+}
+
+impl CorrelatorEvents for ExportLogsServiceRequest {
+    fn correlator_events(&self, out: &mut Vec<Event>) {
+        from_logs(self, out);
+    }
+}
+
+impl CorrelatorEvents for ExportMetricsServiceRequest {
+    fn correlator_events(&self, out: &mut Vec<Event>) {
+        from_metrics(self, out);
     }
 }
 

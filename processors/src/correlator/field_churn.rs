@@ -2,7 +2,7 @@
 //! `path=hash` digests of the written status: a timestamp rewritten on every write.
 
 use super::compact::{bounded, hash_text};
-use super::events::Nanos;
+use opscope_model::timestamp::Nanos;
 
 /// Status leaves compared per write (the tagger's digest holds at most 32).
 const LEAVES: usize = 32;

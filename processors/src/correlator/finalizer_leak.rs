@@ -7,13 +7,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::compact::bounded;
-use super::config::positive;
-use super::events::{Nanos, ObjectState, Outcome};
+use super::events::{ObjectState, Outcome};
 use super::evidence::{Evidence, LazyReference};
 use super::lifecycle::{CRITICAL_FACTOR, Finding, SignalTrack, figures, severity_for};
 use super::recent_reconciles::ReconcileNote;
 use super::window::nanos;
-use crate::config::{FieldError, duration};
+use opscope_model::config::positive;
+use opscope_model::config::{FieldError, duration};
+use opscope_model::timestamp::Nanos;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -87,7 +88,7 @@ impl Held {
         let mut evidence = self.evidence.as_slice().to_vec();
         if !self.sample_error.is_empty() {
             evidence.insert(0, format!("error: {}", self.sample_error));
-            evidence.truncate(super::signal::MAX_EVIDENCE);
+            evidence.truncate(opscope_model::signal::MAX_EVIDENCE);
         }
         evidence
     }
@@ -285,8 +286,8 @@ impl FinalizerCause {
 
 #[cfg(test)]
 mod tests {
-    use super::super::signal::{Severity, Signal, SignalState, SignalType};
     use super::super::test_support::*;
+    use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
     fn finalizer_signals(signals: &[Signal]) -> Vec<&Signal> {
         signals

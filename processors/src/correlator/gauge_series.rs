@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::events::Nanos;
 use super::window::{Bucket, BucketRing};
+use opscope_model::timestamp::Nanos;
 
 /// Share of the buckets that must hold a sample for a trend.
 const MIN_FILLED: f64 = 0.5;
@@ -122,7 +122,7 @@ fn least_squares(points: impl Iterator<Item = (f64, f64)> + Clone) -> (f64, f64)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::correlator::events::NANOS_PER_SECOND;
+    use opscope_model::timestamp::NANOS_PER_SECOND;
 
     fn series(values: impl Iterator<Item = f64>) -> (GaugeSeries, Nanos) {
         let mut series = GaugeSeries::new(Duration::from_secs(900), 30);

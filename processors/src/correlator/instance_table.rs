@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 
 use super::compact::bound_operator;
-use super::events::{InstanceKey, Nanos, OperatorRef};
+use super::events::InstanceKey;
 use super::lifecycle::SignalTrack;
-use super::signal::Signal;
+use opscope_model::kubernetes::OperatorRef;
+use opscope_model::signal::Signal;
+use opscope_model::timestamp::Nanos;
 
 /// What a detector keeps about one instance.
 pub(crate) trait InstanceState {

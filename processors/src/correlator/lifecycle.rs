@@ -4,8 +4,10 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::events::{Nanos, ObjectKey, ObjectRef, OperatorRef};
-use super::signal::{Severity, Signal, SignalState, SignalType};
+use opscope_model::timestamp::Nanos;
+
+use opscope_model::kubernetes::{ObjectKey, ObjectRef, OperatorRef};
+use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
 /// A signal turns critical at this many times its threshold.
 pub(crate) const CRITICAL_FACTOR: f64 = 10.0;

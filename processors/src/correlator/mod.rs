@@ -23,7 +23,6 @@ mod recent_reconciles;
 mod reconcile_loop;
 mod resource_leak;
 mod scheduler;
-pub mod signal;
 mod tagged;
 mod window;
 mod write_conflict;
@@ -35,16 +34,15 @@ mod test_support;
 mod tests;
 
 pub use config::CorrelatorConfig;
-pub use events::{
-    Event, Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, OperatorRef,
-    RecordPlace,
-};
+pub use events::{Event, ObjectEvent, ObjectEventKind, RecordPlace};
 pub use finalizer_leak::FinalizerLeakConfig;
 pub use processor::SharedCorrelator;
 pub use reconcile_loop::ReconcileLoopConfig;
 pub use resource_leak::ResourceLeakConfig;
-pub use signal::{Severity, Signal, SignalState, SignalType};
 pub use write_conflict::WriteConflictConfig;
+
+use opscope_model::signal::{Signal, SignalType};
+use opscope_model::timestamp::Nanos;
 
 use compact::bound_object;
 use events::{CounterEvent, GaugeEvent};

@@ -4,8 +4,7 @@
 use super::compact::{bound_operator, bounded, hash_text};
 use super::config::CorrelatorConfig;
 use super::events::{
-    Name, Nanos, ObjectEvent, ObjectEventKind, ObjectKey, ObjectRef, ObjectState, OperatorRef,
-    Outcome, Reconcile, RecordPlace, Write,
+    ObjectEvent, ObjectEventKind, ObjectState, Outcome, Reconcile, RecordPlace, Write,
 };
 use super::evidence::LazyReference;
 use super::finalizer_leak::{self, FinalizerState};
@@ -13,10 +12,12 @@ use super::lifecycle::{SignalTrack, Subject, step};
 use super::overlap::Run;
 use super::recent_reconciles::{RecentReconciles, ReconcileNote};
 use super::reconcile_loop::{self, LoopState};
-use super::signal::{Signal, SignalType};
 use super::window::nanos;
 use super::write_conflict::{self, ConflictState};
 use super::writers::Writer;
+use opscope_model::kubernetes::{Name, ObjectKey, ObjectRef, OperatorRef};
+use opscope_model::signal::{Signal, SignalType};
+use opscope_model::timestamp::Nanos;
 
 /// Verbs whose success changes an object in place.
 const CHANGING_VERBS: &[&str] = &["update", "patch", "apply"];

@@ -7,12 +7,14 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
-use super::events::ObjectRef;
-use crate::kinds::push_plural_of_kind;
+use opscope_model::kubernetes::ObjectRef;
+use opscope_model::kubernetes::kinds::push_plural_of_kind;
 
-use super::events::{Name, Nanos, ObjectKey};
+use opscope_model::kubernetes::{Name, ObjectKey};
+
 use super::object_state::{Settlement, TrackedObject};
 use super::scheduler::DueQueue;
+use opscope_model::timestamp::Nanos;
 
 /// One tracked object with its place in the table's orders.
 #[derive(Debug)]

@@ -9,12 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::compact::{bounded, hash_text};
-use super::events::{Counter, CounterEvent, InstanceKey, Nanos, ObjectRef, OperatorRef};
+use super::events::{Counter, CounterEvent, InstanceKey};
 use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::signal::{MAX_EVIDENCE, Signal, SignalState, SignalType};
 use super::window::{Bucket, BucketRing, nanos};
 use super::write_conflict::{ConflictCause, WriteConflictConfig};
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use opscope_model::signal::{MAX_EVIDENCE, Signal, SignalState, SignalType};
+use opscope_model::timestamp::Nanos;
 
 /// Series followed per instance: a running total each, to turn samples into increases.
 const MAX_SERIES: usize = 64;
@@ -392,9 +394,9 @@ fn conflict_finding(
 
 #[cfg(test)]
 mod tests {
-    use super::super::signal::{Severity, SignalType};
     use super::super::test_support::*;
     use super::*;
+    use opscope_model::signal::{Severity, SignalType};
 
     fn conflict_signals(signals: &[Signal]) -> Vec<&Signal> {
         signals

@@ -1,7 +1,7 @@
 //! Reconciles of one object running at the same time on two instances of one
 //! operator: the mark of a split brain (leader election missing or broken).
 
-use super::events::Nanos;
+use opscope_model::timestamp::Nanos;
 
 /// Instances whose latest reconcile is remembered per object.
 const INSTANCES: usize = 4;

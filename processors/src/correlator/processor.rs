@@ -4,12 +4,16 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-use super::events::{Event, Nanos};
-use super::signal::Signal;
+use opscope_model::Telemetry;
+use opscope_model::signal::Signal;
+use opscope_model::timestamp::{Nanos, now_unix_nanos};
+
+use super::events::Event;
+use super::extract::CorrelatorEvents;
 use super::{Correlator, CorrelatorConfig, CorrelatorStats};
-use crate::{Processor, Telemetry};
+use crate::Processor;
 
 /// Receives signal changes (firing, updated, resolved) as the correlator emits them.
 pub type SignalSink = Arc<dyn Fn(Vec<Signal>) + Send + Sync>;
@@ -47,7 +51,7 @@ impl SharedCorrelator {
         if events.is_empty() {
             return;
         }
-        let horizon = wall_clock().saturating_add(self.lateness);
+        let horizon = now_unix_nanos().saturating_add(self.lateness);
         let signals = {
             let mut correlator = self.lock();
             for event in events {
@@ -91,13 +95,7 @@ impl SharedCorrelator {
     }
 }
 
-fn wall_clock() -> Nanos {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
-impl<T: Telemetry> Processor<T> for SharedCorrelator {
+impl<T: Telemetry + CorrelatorEvents> Processor<T> for SharedCorrelator {
     fn process(&mut self, data: T, _: Instant, out: &mut Vec<T>) {
         // Records give one or two events each, and events are large: growing the
         // vector would copy them again and again.

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::compact::hash_text;
-use super::events::Nanos;
+use opscope_model::timestamp::Nanos;
 
 /// Reconcile ids remembered per object.
 const REMEMBERED: usize = 16;

@@ -6,16 +6,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::config::{positive, share};
-use super::events::{Nanos, Outcome};
+use super::events::Outcome;
 use super::evidence::{Evidence, LazyReference};
 use super::field_churn::{Churn, FieldChurn};
 use super::lifecycle::{Finding, figures, severity_for};
 use super::recent_reconciles::ReconcileNote;
-use super::signal::MAX_EVIDENCE;
 use super::window::{Bucket, BucketRing, nanos};
 use super::writers::SpecWrites;
-use crate::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{positive, share};
+use opscope_model::signal::MAX_EVIDENCE;
+use opscope_model::timestamp::Nanos;
 
 /// Buckets of the sliding window: one per second with the default window.
 const BUCKETS: usize = 60;
@@ -373,10 +374,10 @@ impl LoopCause<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::signal::{Severity, SignalState, SignalType};
     use super::super::test_support::*;
     use super::*;
     use crate::correlator::events::RecordPlace;
+    use opscope_model::signal::{Severity, SignalState, SignalType};
 
     fn loop_signals(signals: &[super::super::Signal]) -> Vec<&super::super::Signal> {
         signals

@@ -7,14 +7,16 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::compact::bounded;
-use super::config::{positive, share};
-use super::events::{GaugeEvent, InstanceKey, Nanos, ObjectRef, OperatorRef};
+use super::events::{GaugeEvent, InstanceKey};
 use super::gauge_series::{GaugeSeries, Trend};
 use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::signal::{MAX_EVIDENCE, Signal, SignalType};
 use super::window::nanos;
-use crate::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{positive, share};
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use opscope_model::signal::{MAX_EVIDENCE, Signal, SignalType};
+use opscope_model::timestamp::Nanos;
 
 /// Gauges followed per instance.
 const MAX_GAUGES: usize = 8;
@@ -406,9 +408,9 @@ impl LeakDetector {
 
 #[cfg(test)]
 mod tests {
-    use super::super::signal::{Severity, SignalState};
     use super::super::test_support::*;
     use super::*;
+    use opscope_model::signal::{Severity, SignalState};
 
     fn leak_signals(signals: &[Signal]) -> Vec<&Signal> {
         signals

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::events::Nanos;
+use opscope_model::timestamp::Nanos;
 
 /// Due checks, ordered by time, each naming the slot of a tracked object.
 #[derive(Debug, Clone, Default)]

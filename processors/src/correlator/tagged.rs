@@ -5,11 +5,11 @@
 
 use opscope_proto::otlp::common::v1::{KeyValue, any_value::Value};
 
-use crate::attributes::as_str;
-use crate::semconv::*;
+use opscope_model::attributes::as_str;
+use opscope_model::semconv::*;
 
 /// Each field is the value of the attribute of that name (the first, as
-/// [`get`](crate::attributes::get) finds it).
+/// [`get`](opscope_model::attributes::get) finds it).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Tagged<'a> {
     pub(crate) record: Option<&'a Value>,
@@ -110,7 +110,7 @@ impl<'a> Tagged<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::{get_str, set_str, string_value};
+    use opscope_model::attributes::{get_str, set_str, string_value};
 
     #[test]
     fn finds_what_a_lookup_by_key_finds() {
@@ -138,13 +138,13 @@ mod tests {
     #[test]
     fn an_empty_finalizer_list_still_shows_state() {
         let mut attributes = Vec::new();
-        crate::attributes::set(
+        opscope_model::attributes::set(
             &mut attributes,
             OBJECT_FINALIZERS,
-            crate::attributes::array_value(Vec::new()),
+            opscope_model::attributes::array_value(Vec::new()),
         );
         let tagged = Tagged::read(&attributes);
         assert!(tagged.shows_state());
-        assert!(crate::attributes::as_strings(tagged.finalizers.flatten()).is_empty());
+        assert!(opscope_model::attributes::as_strings(tagged.finalizers.flatten()).is_empty());
     }
 }

@@ -3,12 +3,16 @@
 
 use std::time::Duration;
 
-pub(crate) use super::events::{Counter, CounterEvent, Event, Nanos, Outcome};
+pub(crate) use super::events::{Counter, CounterEvent, Event, Outcome};
+
 use super::events::{
-    GaugeEvent, NANOS_PER_SECOND, ObjectEvent, ObjectEventKind, ObjectRef, ObjectState,
-    OperatorRef, Reconcile, RecordPlace, Write,
+    GaugeEvent, ObjectEvent, ObjectEventKind, ObjectState, Reconcile, RecordPlace, Write,
 };
-use super::{Correlator, CorrelatorConfig, Signal};
+use super::{Correlator, CorrelatorConfig};
+use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use opscope_model::signal::Signal;
+use opscope_model::timestamp::NANOS_PER_SECOND;
+pub(crate) use opscope_model::timestamp::Nanos;
 
 pub(crate) const OPERATOR: &str = "widget-operator";
 pub(crate) const OPERATOR_ACCOUNT: &str = "system:serviceaccount:operators:widget-operator";

@@ -7,7 +7,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::test_support::*;
-use super::{Correlator, CorrelatorConfig, ResourceLeakConfig, Signal, SignalState, SignalType};
+use super::{Correlator, CorrelatorConfig, ResourceLeakConfig};
+use opscope_model::signal::{Signal, SignalState, SignalType};
 
 /// A healthy operator: every object reconciled every 30 s with its status refreshed,
 /// a spec edit every 5 min, now and then a single 409, flat runtime gauges.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::events::Nanos;
+use opscope_model::timestamp::Nanos;
 
 /// What one bucket holds: counts, or a running sum.
 pub(crate) trait Bucket: Default + Clone {
@@ -156,7 +156,7 @@ fn low_bits(number: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::correlator::events::NANOS_PER_SECOND;
+    use opscope_model::timestamp::NANOS_PER_SECOND;
 
     #[derive(Debug, Clone, Default, PartialEq)]
     struct Count(u32);

@@ -7,14 +7,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::compact::hash_text;
-use super::config::positive;
-use super::events::Nanos;
 use super::evidence::{Evidence, LazyReference};
 use super::lifecycle::{Finding, figures, severity_for};
 use super::overlap::{ReconcileOverlap, Run};
 use super::window::{Bucket, BucketRing, nanos};
 use super::writers::{RecentWriters, Writer};
-use crate::config::{FieldError, duration};
+use opscope_model::config::positive;
+use opscope_model::config::{FieldError, duration};
+use opscope_model::timestamp::Nanos;
 
 /// Buckets of the sliding window: one per second with the default window.
 const BUCKETS: usize = 60;
@@ -235,8 +235,8 @@ impl ConflictCause {
 
 #[cfg(test)]
 mod tests {
-    use super::super::signal::{Severity, Signal, SignalState, SignalType};
     use super::super::test_support::*;
+    use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
     fn conflict_signals(signals: &[Signal]) -> Vec<&Signal> {
         signals

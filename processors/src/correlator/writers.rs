@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::events::Nanos;
+use opscope_model::timestamp::Nanos;
 
 /// Writers remembered per object.
 const WRITERS: usize = 4;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::state::Limits;
-use crate::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 
 const MIB: u64 = 1024 * 1024;
 /// The spike allowance when none is configured, as in the OpenTelemetry Collector.

@@ -3,7 +3,6 @@
 //! one. Admission is decided where receivers hand data to a pipeline (before it is
 //! queued), so in the processor chain the limiter only passes data on.
 
-pub mod account;
 pub mod config;
 pub mod state;
 pub mod system;
@@ -12,10 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub use account::{MemoryAccount, MemoryHold};
 pub use config::MemoryLimiterConfig;
 pub use state::{Limits, MemoryState};
 pub use system::{SystemMemory, SystemMemoryError};
+
+use opscope_model::memory::MemoryAccount;
 
 use crate::processor::Processor;
 

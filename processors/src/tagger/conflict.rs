@@ -1,7 +1,7 @@
 //! The API server's 409 conflict message, found wherever it appears: span status,
 //! log `error` fields, audit responses, also with its quotes escaped inside JSON text.
 
-use crate::kinds::split_qualified_resource;
+use opscope_model::kubernetes::kinds::split_qualified_resource;
 
 const PREFIX: &str = "Operation cannot be fulfilled on ";
 const OBJECT_MODIFIED: &str =

@@ -2,8 +2,6 @@
 //! each record belongs to, from the shapes real operators emit, and writes it as
 //! attributes.
 
-pub mod api;
-pub mod audit;
 pub mod conflict;
 mod controller_memory;
 pub mod formats;
@@ -12,7 +10,6 @@ pub mod operator;
 mod otlp_fields;
 pub mod processor;
 mod reconcile_pairing;
-pub mod status_digest;
 pub mod trace_map;
 
-pub use processor::{OperatorTagger, TaggerConfig};
+pub use processor::{OperatorTagger, Taggable, TaggerConfig};

@@ -6,7 +6,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 
-use crate::kinds::{is_short_for, plural_of_kind};
+use opscope_model::kubernetes::kinds::{is_short_for, plural_of_kind};
 
 /// Object names remembered at most.
 pub const MAX_NAMES: usize = 16_384;

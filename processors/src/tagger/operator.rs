@@ -6,9 +6,9 @@ use opscope_proto::otlp::common::v1::KeyValue;
 use serde::Deserialize;
 use wildmatch::WildMatch;
 
-use crate::attributes::get_str;
-use crate::config::FieldError;
-use crate::semconv::{
+use opscope_model::attributes::get_str;
+use opscope_model::config::FieldError;
+use opscope_model::semconv::{
     K8S_CONTAINER_NAME, K8S_DEPLOYMENT_NAME, K8S_NAMESPACE_NAME, K8S_POD_NAME, OPERATOR_NAME,
     SERVICE_NAME,
 };
@@ -102,7 +102,7 @@ pub fn deployment_of_pod(pod: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::set_str;
+    use opscope_model::attributes::set_str;
 
     fn resource(pairs: &[(&str, &str)]) -> Vec<KeyValue> {
         let mut attributes = Vec::new();

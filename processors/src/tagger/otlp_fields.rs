@@ -34,7 +34,7 @@ fn field_value(value: &Value) -> Option<FieldValue<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::set;
+    use opscope_model::attributes::set;
     use opscope_proto::otlp::common::v1::{AnyValue, KeyValueList};
 
     #[test]

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
 use subtle::{Choice, ConstantTimeEq};
 
 use super::{AuthConfig, read_password, read_tokens};
-use opscope_exporters::file_watch::WatchedFiles;
+use opscope_net::file_watch::WatchedFiles;
 
 /// Credential files are looked at no more often than this: a rotated token is
 /// taken within a second, and a busy receiver does not `stat` on every request.

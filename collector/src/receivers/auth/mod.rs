@@ -9,7 +9,7 @@ mod guard;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
 use serde::Deserialize;
 
 pub use credentials::Authenticator;

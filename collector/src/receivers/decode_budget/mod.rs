@@ -10,11 +10,11 @@ mod schema;
 
 use std::mem::size_of;
 
-use opscope_processors::TelemetryKind;
-use opscope_processors::memory_limiter::MemoryHold;
+use opscope_model::TelemetryKind;
+use opscope_model::memory::MemoryHold;
 
 use super::input_limits::InputLimits;
-use crate::pipeline::{Consumer, Refusal};
+use crate::consumer::{Consumer, Refusal};
 use schema::{FieldKind, Message};
 
 const MIB: u64 = 1024 * 1024;
@@ -137,7 +137,7 @@ pub struct Admission {
 
 /// Reads the census of `body`, checks it against `limits`, and reserves its decoded
 /// size in the memory account of the pipelines `consumer` feeds.
-pub fn admit<T: opscope_processors::Telemetry>(
+pub fn admit<T: opscope_model::Telemetry>(
     format: WireFormat,
     body: &[u8],
     limits: &InputLimits,

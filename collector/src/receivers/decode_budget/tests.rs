@@ -1,5 +1,5 @@
-use opscope_processors::Telemetry;
-use opscope_processors::decoded_size::DecodedSize;
+use opscope_model::Telemetry;
+use opscope_model::decoded_size::DecodedSize;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
@@ -18,6 +18,7 @@ use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, sp
 use opscope_proto::prost::Message;
 
 use super::*;
+use crate::consumer::OtlpBatch;
 
 fn text(value: &str) -> Option<AnyValue> {
     Some(AnyValue {
@@ -238,7 +239,7 @@ fn metrics() -> ExportMetricsServiceRequest {
 }
 
 /// The census of a request's protobuf bytes is what its decoded form measures.
-fn census_matches_the_decoded_request<T: Telemetry>(request: &T) {
+fn census_matches_the_decoded_request<T: OtlpBatch>(request: &T) {
     let census = Census::of(T::KIND, WireFormat::Protobuf, &request.encode_to_vec()).unwrap();
     assert_eq!(census.items, request.item_count() as u64);
     assert_eq!(census.decoded_bytes, request.resource_data().heap_size());
@@ -255,7 +256,7 @@ fn the_protobuf_census_is_the_decoded_size_of_every_signal() {
 
 /// JSON spells ids in hex and numbers as text: its census counts at least what the
 /// request decodes to, and not much more.
-fn json_census_bounds_the_decoded_request<T: Telemetry>(request: &T) {
+fn json_census_bounds_the_decoded_request<T: OtlpBatch>(request: &T) {
     let body = serde_json::to_vec(request).unwrap();
     let census = Census::of(T::KIND, WireFormat::Json, &body).unwrap();
     let decoded = request.resource_data().heap_size();
@@ -404,7 +405,7 @@ mod properties {
     /// Whatever prost decodes, the census reads too, and counts at least what the
     /// decoded request takes (a string repeated on the wire counts each time; prost
     /// keeps the last).
-    fn census_covers<T: Telemetry>(body: &[u8]) -> Result<(), TestCaseError> {
+    fn census_covers<T: OtlpBatch>(body: &[u8]) -> Result<(), TestCaseError> {
         if let Ok(decoded) = T::decode(body) {
             let census = Census::of(T::KIND, WireFormat::Protobuf, body);
             prop_assert!(census.is_ok(), "{census:?}");

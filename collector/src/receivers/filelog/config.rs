@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_processors::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 use serde::Deserialize;
 
 const KIB: usize = 1024;

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use opscope_processors::timestamp::parse_rfc3339;
+use opscope_model::timestamp::parse_rfc3339;
 
 /// The output stream a line was written to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

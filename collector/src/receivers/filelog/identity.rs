@@ -5,6 +5,7 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 
+use opscope_model::hash::fnv1a;
 use serde::{Deserialize, Serialize};
 
 use super::reader::fill;
@@ -69,28 +70,12 @@ fn read_head(file: &File) -> io::Result<Vec<u8>> {
     Ok(head)
 }
 
-/// 64-bit FNV-1a: stable across builds, unlike the standard library's hashers.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET_BASIS, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Write;
     use std::os::unix::fs::FileExt;
 
     use super::*;
-
-    #[test]
-    fn fnv1a_matches_the_reference_values() {
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
-    }
 
     #[test]
     fn fingerprint_grows_with_the_file_and_tells_a_rewrite() {

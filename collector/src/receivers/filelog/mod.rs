@@ -19,7 +19,7 @@ mod watch;
 
 use std::time::Duration;
 
-use opscope_processors::TelemetryKind;
+use opscope_model::TelemetryKind;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 

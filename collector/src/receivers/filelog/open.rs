@@ -106,11 +106,7 @@ impl SkippedFiles {
     /// Reports counted in a registry of their own.
     pub fn for_tests() -> Self {
         let telemetry = crate::self_telemetry::SelfTelemetry::new();
-        let metrics = telemetry.receiver(
-            opscope_processors::TelemetryKind::Logs,
-            "filelog",
-            "filelog",
-        );
+        let metrics = telemetry.receiver(opscope_model::TelemetryKind::Logs, "filelog", "filelog");
         Self::new("filelog", metrics)
     }
 }

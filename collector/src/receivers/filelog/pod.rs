@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use opscope_processors::semconv::{K8S_CONTAINER_NAME, K8S_NAMESPACE_NAME, K8S_POD_NAME};
+use opscope_model::semconv::{K8S_CONTAINER_NAME, K8S_NAMESPACE_NAME, K8S_POD_NAME};
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
 use opscope_proto::otlp::resource::v1::Resource;
 use wildmatch::WildMatch;

@@ -1,7 +1,7 @@
 //! The OTLP shape of what the receiver reads: a log record per container record
 //! (body, runtime time, stream, file and line), one request per file and batch.
 
-use opscope_processors::semconv::LOG_SOURCE;
+use opscope_model::semconv::LOG_SOURCE;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};

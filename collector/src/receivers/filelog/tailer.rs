@@ -19,7 +19,7 @@ use super::open::SkippedFiles;
 use super::reader::BatchLimits;
 use super::tail::{FileBatch, ReadSettings, TailedFile};
 use super::watch::{Arrival, Watch};
-use crate::pipeline::{Acknowledgements, Consumer, Refusal};
+use crate::consumer::{Acknowledgements, Consumer, Refusal};
 use crate::self_telemetry::ReceiverMetrics;
 
 /// Files tracked at once (a few hundred bytes each, in memory and in the checkpoint).

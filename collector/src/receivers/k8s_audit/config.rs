@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_processors::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 use serde::Deserialize;
 
 use crate::config::check_listen_address;
@@ -14,7 +14,7 @@ use crate::receivers::server::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_HEADER_TIMEOUT,
     DEFAULT_READ_TIMEOUT, HttpConnections, SecuritySettings,
 };
-use opscope_exporters::server_tls::ServerTlsConfig;
+use opscope_net::server_tls::ServerTlsConfig;
 
 const MIB: usize = 1024 * 1024;
 

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use opscope_processors::timestamp::parse_rfc3339;
+use opscope_model::timestamp::parse_rfc3339;
 
 const EVENT_LIST: &str = "EventList";
 const AUDIT_API_VERSION_PREFIX: &str = "audit.k8s.io/";

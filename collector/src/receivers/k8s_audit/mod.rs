@@ -15,7 +15,7 @@ pub use config::K8sAuditConfig;
 
 use super::server::bind;
 use super::{ReceiverContext, ReceiverError, filelog};
-use opscope_exporters::server_tls::Alpn;
+use opscope_net::server_tls::Alpn;
 
 /// Binds the webhook's listener (a port in use fails the start) and spawns its
 /// server, which stops after `shutdown` fires and in-flight batches are answered.

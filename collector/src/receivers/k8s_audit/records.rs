@@ -1,8 +1,8 @@
 //! Audit events as OTLP log records: one record per event, its body the event's JSON
 //! (the operator_tagger reads the API call and the object from it), its time the event's.
 
-use opscope_processors::attributes::{set_str, string_value};
-use opscope_processors::semconv::{LOG_SOURCE, SERVICE_NAME};
+use opscope_model::attributes::{set_str, string_value};
+use opscope_model::semconv::{LOG_SOURCE, SERVICE_NAME};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, InstrumentationScope};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
@@ -60,7 +60,7 @@ fn audit_record(event: &AuditEvent<'_>, observed_unix_nano: u64) -> LogRecord {
 mod tests {
     use super::*;
     use crate::receivers::k8s_audit::event_list::EventList;
-    use opscope_processors::attributes::get_str;
+    use opscope_model::attributes::get_str;
     use opscope_proto::otlp::common::v1::any_value::Value;
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use opscope_processors::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 use serde::{Deserialize, Deserializer};
 
 use crate::config::check_listen_address;
@@ -12,7 +12,7 @@ use crate::receivers::server::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_HEADER_TIMEOUT,
     DEFAULT_READ_TIMEOUT, HttpConnections, SecuritySettings, check_max_connections,
 };
-use opscope_exporters::server_tls::{ConnectionSettings, Keepalive, ServerTlsConfig};
+use opscope_net::server_tls::{ConnectionSettings, Keepalive, ServerTlsConfig};
 
 const MIB: usize = 1024 * 1024;
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::middleware::{Next, from_fn_with_state};
-use opscope_processors::{Telemetry, TelemetryKind};
+use opscope_model::TelemetryKind;
+use opscope_proto::ExportService as _;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
@@ -22,7 +23,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::grpc_service::{Admitted, Export, ExportServer};
 use super::refusal_message;
-use crate::pipeline::{Consumer, Refusal};
+use crate::consumer::{Consumer, OtlpBatch, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::GrpcGuard;
 use crate::receivers::body_memory::{BodyMemory, Framing};
@@ -30,7 +31,7 @@ use crate::receivers::decode_budget::{self, Admission, Refused, WireFormat};
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
 use crate::receivers::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
-use opscope_exporters::server_tls::ConnectionSettings;
+use opscope_net::server_tls::ConnectionSettings;
 
 /// How long a refused client is asked to wait before retrying.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -41,7 +42,7 @@ struct ExportService<T> {
     limits: InputLimits,
 }
 
-impl<T: Telemetry + WithinLimits> ExportService<T> {
+impl<T: OtlpBatch + WithinLimits> ExportService<T> {
     fn new(consumer: Consumer<T>, limits: InputLimits, context: &ReceiverContext) -> Self {
         let metrics = context.telemetry.receiver(T::KIND, &context.id, "grpc");
         Self {
@@ -114,7 +115,7 @@ fn refusal_status(refusal: Refusal) -> Status {
     }
 }
 
-impl<T: Telemetry + WithinLimits> Export<T> for ExportService<T> {
+impl<T: OtlpBatch + WithinLimits> Export<T> for ExportService<T> {
     type Admission = Admission;
 
     fn admit(&self, message: &[u8]) -> Result<Admission, Status> {
@@ -130,7 +131,7 @@ impl<T: Telemetry + WithinLimits> Export<T> for ExportService<T> {
 }
 
 /// The `Export` service of `T`, gzip and zstd accepted.
-fn export_server<T: Telemetry + WithinLimits>(
+fn export_server<T: OtlpBatch + WithinLimits>(
     consumer: Consumer<T>,
     limits: InputLimits,
     max_message_bytes: usize,

@@ -13,7 +13,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use opscope_processors::Telemetry;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::logs::v1::logs_service_server;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -29,8 +28,10 @@ use tonic::codegen::{Body, BoxFuture, Service, StdError};
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Code, Request, Response, Status};
 
+use crate::consumer::OtlpBatch;
+
 /// The gRPC service a request type is exported to.
-pub trait ExportRpc: Telemetry {
+pub trait ExportRpc: OtlpBatch {
     const SERVICE: &'static str;
 }
 
@@ -47,7 +48,7 @@ impl ExportRpc for ExportMetricsServiceRequest {
 }
 
 /// What answers an accepted or refused export request.
-pub trait Export<T: Telemetry>: Send + Sync + 'static {
+pub trait Export<T: OtlpBatch>: Send + Sync + 'static {
     /// What a request's admission holds until it is answered.
     type Admission: Send + 'static;
 
@@ -143,7 +144,7 @@ where
 /// The unary `Export` method, as tonic calls it once the request is decoded.
 struct ExportMethod<T, H>(Arc<H>, PhantomData<fn() -> T>);
 
-impl<T: Telemetry, H: Export<T>> UnaryService<Admitted<T, H::Admission>> for ExportMethod<T, H> {
+impl<T: OtlpBatch, H: Export<T>> UnaryService<Admitted<T, H::Admission>> for ExportMethod<T, H> {
     type Response = T::Response;
     type Future = BoxFuture<Response<T::Response>, Status>;
 
@@ -157,7 +158,7 @@ impl<T: Telemetry, H: Export<T>> UnaryService<Admitted<T, H::Admission>> for Exp
 /// prost.
 struct SliceCodec<T, H>(Arc<H>, PhantomData<fn() -> T>);
 
-impl<T: Telemetry, H: Export<T>> Codec for SliceCodec<T, H> {
+impl<T: OtlpBatch, H: Export<T>> Codec for SliceCodec<T, H> {
     type Encode = T::Response;
     type Decode = Admitted<T, H::Admission>;
     type Encoder = ResponseEncoder<T::Response>;
@@ -174,7 +175,7 @@ impl<T: Telemetry, H: Export<T>> Codec for SliceCodec<T, H> {
 
 struct SliceDecoder<T, H>(Arc<H>, PhantomData<fn() -> T>);
 
-impl<T: Telemetry, H: Export<T>> Decoder for SliceDecoder<T, H> {
+impl<T: OtlpBatch, H: Export<T>> Decoder for SliceDecoder<T, H> {
     type Item = Admitted<T, H::Admission>;
     type Error = Status;
 
@@ -207,6 +208,7 @@ impl<R: Message> Encoder for ResponseEncoder<R> {
 mod tests {
     use super::*;
     use http_body_util::{BodyExt, Full};
+    use opscope_proto::ExportService as _;
     use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceResponse;
     use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
     use opscope_proto::prost::bytes::{BufMut, Bytes, BytesMut};

@@ -11,7 +11,9 @@ use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use opscope_processors::Telemetry;
+
+use opscope_model::Telemetry;
+use opscope_proto::ExportService;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
@@ -20,7 +22,7 @@ use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
 
 use super::refusal_message;
-use crate::pipeline::{Consumer, Refusal};
+use crate::consumer::{Consumer, OtlpBatch, Refusal};
 use crate::receivers::ReceiverContext;
 use crate::receivers::auth::{Authenticator, HttpGuard};
 use crate::receivers::body_memory::BodyMemory;
@@ -29,7 +31,7 @@ use crate::receivers::http_body::read_body;
 use crate::receivers::input_limits::{InputLimits, WithinLimits};
 use crate::receivers::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
-use opscope_exporters::server_tls::ConnectionSettings;
+use opscope_net::server_tls::ConnectionSettings;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
@@ -86,7 +88,7 @@ impl Format {
     }
 
     /// The answer to an accepted request: an empty export response.
-    fn success_body<T: Telemetry>(self) -> Vec<u8> {
+    fn success_body<T: ExportService>(self) -> Vec<u8> {
         match self {
             Self::Protobuf => T::Response::default().encode_to_vec(),
             Self::Json => b"{}".to_vec(),
@@ -147,7 +149,7 @@ pub fn serve(
     server.serve(listener, router, context.shutdown.clone().cancelled_owned())
 }
 
-fn route<T: Telemetry + WithinLimits>(
+fn route<T: OtlpBatch + WithinLimits>(
     consumer: Consumer<T>,
     settings: &RouteSettings<'_>,
     context: &ReceiverContext,
@@ -164,7 +166,7 @@ fn route<T: Telemetry + WithinLimits>(
     HttpGuard::protect(router, settings.authenticator, metrics)
 }
 
-async fn export<T: Telemetry + WithinLimits>(
+async fn export<T: OtlpBatch + WithinLimits>(
     State(endpoint): State<Endpoint<T>>,
     headers: HeaderMap,
     body: Body,

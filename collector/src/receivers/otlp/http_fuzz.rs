@@ -6,6 +6,7 @@ use opscope_testkit::mutate::mutated_bytes;
 use proptest::prelude::*;
 
 use super::*;
+use crate::consumer::OtlpBatch;
 
 const TRACES: &[&str] = &[
     include_str!("../../../../processors/tests/fixtures/otlp/kube_rs_reconcile_trace.json"),
@@ -26,7 +27,7 @@ const METRICS: &[&str] = &[include_str!(
 )];
 
 /// The fixture requests as JSON and as protobuf bodies.
-fn seeds<T: Telemetry>(documents: &[&str]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+fn seeds<T: OtlpBatch>(documents: &[&str]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let requests: Vec<T> = documents
         .iter()
         .map(|document| {
@@ -40,7 +41,7 @@ fn seeds<T: Telemetry>(documents: &[&str]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 }
 
 /// A body of either format, mutated, with the format it claims to be.
-fn body<T: Telemetry>(documents: &[&str]) -> impl Strategy<Value = (Format, Vec<u8>)> {
+fn body<T: OtlpBatch>(documents: &[&str]) -> impl Strategy<Value = (Format, Vec<u8>)> {
     let (json, protobuf) = seeds::<T>(documents);
     prop_oneof![
         mutated_bytes(json).prop_map(|body| (Format::Json, body)),

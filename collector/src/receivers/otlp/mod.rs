@@ -12,8 +12,8 @@ pub use config::OtlpReceiverConfig;
 
 use super::server::bind;
 use super::{ReceiverContext, ReceiverError};
-use crate::pipeline::Refusal;
-use opscope_exporters::server_tls::Alpn;
+use crate::consumer::Refusal;
+use opscope_net::server_tls::Alpn;
 
 pub async fn start(
     config: &OtlpReceiverConfig,

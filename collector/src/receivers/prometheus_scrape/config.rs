@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_exporters::tls::TlsClientConfig;
-use opscope_processors::config::{FieldError, duration, optional_duration};
+use opscope_model::config::{FieldError, duration, optional_duration};
+use opscope_net::client_tls::TlsClientConfig;
 use serde::Deserialize;
 
 use super::targets::check_target;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use opscope_processors::attributes::string_value;
+use opscope_model::attributes::string_value;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue};
 use opscope_proto::otlp::metrics::v1::summary_data_point::ValueAtQuantile;
 use opscope_proto::otlp::metrics::v1::{

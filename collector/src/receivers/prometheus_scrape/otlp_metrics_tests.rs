@@ -1,6 +1,6 @@
 use super::*;
 use crate::receivers::prometheus_scrape::exposition::{Format, parse};
-use opscope_processors::attributes::get_str;
+use opscope_model::attributes::get_str;
 
 const NOW: u64 = 1_714_564_800_000_000_000;
 

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use opscope_exporters::http_client::build_client;
-use opscope_processors::Telemetry;
-use opscope_processors::TelemetryKind;
-use opscope_processors::attributes::{set, set_str};
-use opscope_processors::config::FieldError;
-use opscope_processors::semconv::SERVICE_NAME;
+use opscope_model::Telemetry;
+use opscope_model::TelemetryKind;
+use opscope_model::attributes::{set, set_str};
+use opscope_model::config::FieldError;
+use opscope_model::semconv::SERVICE_NAME;
+use opscope_net::http_client::build_client;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::common::v1::InstrumentationScope;
 use opscope_proto::otlp::common::v1::any_value::Value;
@@ -27,7 +27,7 @@ use super::exposition::{Format, parse};
 use super::otlp_metrics::{gauge, to_metrics};
 use super::series_starts::SeriesStarts;
 use super::targets::Target;
-use crate::pipeline::Consumer;
+use crate::consumer::Consumer;
 use crate::receivers::ReceiverContext;
 use crate::self_telemetry::ReceiverMetrics;
 

@@ -6,12 +6,14 @@ use opscope_proto::otlp::metrics::v1::{Gauge, ResourceMetrics, ScopeMetrics, Sum
 use opscope_proto::otlp::resource::v1::Resource;
 
 use super::*;
-use crate::attributes::array_value;
-use crate::correlator::events::{NANOS_PER_SECOND, ObjectEvent, ObjectKey};
-use crate::correlator::signal::SignalType;
+use crate::correlator::events::ObjectEvent;
 use crate::correlator::test_support::run;
 use crate::otlp_builders::*;
 use crate::tagger::{OperatorTagger, TaggerConfig};
+use opscope_model::attributes::array_value;
+use opscope_model::kubernetes::ObjectKey;
+use opscope_model::signal::SignalType;
+use opscope_model::timestamp::NANOS_PER_SECOND;
 
 mod gauges;
 mod operators_and_evidence;

@@ -6,7 +6,7 @@ use super::fields::json_fields;
 use super::json_join::close_cut_object;
 use super::json_line::JsonObject;
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
-use crate::timestamp::{has_zone, parse_timestamp};
+use opscope_model::timestamp::{has_zone, parse_timestamp};
 
 /// The facts of a zap JSON line (or any JSON object line, read with the same keys).
 pub fn recognize_json(object: &JsonObject) -> LogFacts {

@@ -5,8 +5,8 @@ use super::json_line::{JsonObject, JsonValue};
 
 use super::outcome::LogOutcome;
 use super::{Level, LogFacts, kube_rs};
-use crate::semconv;
-use crate::timestamp::{epoch_seconds_from_f64, has_zone, parse_timestamp};
+use opscope_model::semconv;
+use opscope_model::timestamp::{epoch_seconds_from_f64, has_zone, parse_timestamp};
 
 /// A structured field's value, borrowed from the record it came from.
 #[derive(Debug, Clone, PartialEq)]

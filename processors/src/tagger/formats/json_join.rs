@@ -2,7 +2,7 @@
 //! follow a line whose object is still open are joined to it until the object closes.
 //! An object that never closes (an excerpt cut it) keeps its complete members.
 
-use crate::timestamp::parse_timestamp;
+use opscope_model::timestamp::parse_timestamp;
 
 /// Lines one object may be joined from at most, and its length.
 pub const MAX_JOINED_LINES: usize = 64;

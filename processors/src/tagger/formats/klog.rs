@@ -7,7 +7,7 @@ use super::continuation::is_go_source_position;
 use super::fields::{FieldValue, split_namespaced};
 use super::kv::{Token, read_quoted, tokens};
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
-use crate::timestamp::{format_rfc3339, parse_rfc3339};
+use opscope_model::timestamp::{format_rfc3339, parse_rfc3339};
 
 /// The facts of a klog line. klog prints no year: the line is taken to be from the
 /// last twelve months (this year, or last year for a date ahead of today), in UTC as

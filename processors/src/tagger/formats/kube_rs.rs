@@ -8,7 +8,7 @@ use super::json_line::{JsonObject, JsonValue};
 use super::fields::FieldValue;
 use super::kv::read_quoted;
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
-use crate::timestamp::parse_rfc3339;
+use opscope_model::timestamp::parse_rfc3339;
 
 /// The object a kube-rs `ObjectRef` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

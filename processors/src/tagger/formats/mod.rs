@@ -23,7 +23,6 @@ mod timestamped_text;
 mod tooling_prefix;
 mod user_defined;
 
-pub use crate::timestamp::{parse_rfc3339, parse_timestamp};
 pub use continuation::is_continuation;
 pub use deletion::DeletionNote;
 pub use fields::{FieldValue, facts_from_fields};
@@ -31,6 +30,7 @@ pub use go_duration::parse_go_duration;
 pub use json_join::{OpenJson, joined_is_object};
 pub use level::Level;
 pub use message_object::namespace_phrase;
+pub use opscope_model::timestamp::{parse_rfc3339, parse_timestamp};
 pub use outcome::LogOutcome;
 pub use user_defined::{JsonKeys, LogFormatConfig, UserFormats};
 
@@ -157,7 +157,9 @@ impl LogFacts {
             && let Some((resource, name)) = message_object::api_error_object(&self.message)
             && self.name.as_deref().is_none_or(|known| known == name)
         {
-            self.kind = Some(crate::kinds::singular_of_resource(resource));
+            self.kind = Some(opscope_model::kubernetes::kinds::singular_of_resource(
+                resource,
+            ));
             self.name = Some(name.to_string());
         }
     }

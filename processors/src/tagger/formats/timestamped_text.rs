@@ -9,7 +9,7 @@
 use super::fields::json_fields;
 use super::json_line::JsonObject;
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
-use crate::timestamp::{has_zone, parse_timestamp};
+use opscope_model::timestamp::{has_zone, parse_timestamp};
 
 /// Words between the timestamp and the level at most (a logger, a thread).
 const MAX_WORDS_BEFORE_LEVEL: usize = 2;

@@ -8,7 +8,7 @@
 //! as it was written.
 
 use super::fields::is_object_name;
-use crate::timestamp::parse_timestamp;
+use opscope_model::timestamp::parse_timestamp;
 
 /// Prefixes taken off one line at most: stern with `--timestamps` gives two.
 pub const MAX_PREFIXES: usize = 3;

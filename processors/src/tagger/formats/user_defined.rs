@@ -13,8 +13,8 @@ use super::fields::{FieldValue, json_fields, split_namespaced};
 use super::go_duration::parse_go_duration;
 use super::json_line::JsonObject;
 use super::{Level, LogFacts, LogFormat, LogOutcome};
-use crate::config::FieldError;
-use crate::timestamp::{parse_epoch_seconds, parse_timestamp};
+use opscope_model::config::FieldError;
+use opscope_model::timestamp::{parse_epoch_seconds, parse_timestamp};
 
 /// The named groups (and JSON keys) a format may give.
 pub const PARTS: &[&str] = &[

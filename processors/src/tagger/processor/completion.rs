@@ -2,7 +2,7 @@
 //! the batch after it): the Kind, the namespace, a 409's namespace, a log-told deletion.
 
 use super::*;
-use crate::kinds::is_short_for;
+use opscope_model::kubernetes::kinds::is_short_for;
 
 /// The parts of a record's object, borrowed from its facts for completion.
 pub(super) struct PartialObject<'a> {

@@ -24,8 +24,6 @@ use opscope_proto::otlp::trace::v1::Span;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 use serde::Deserialize;
 
-use super::api::{ApiCall, api_call_from_span, api_call_from_text};
-use super::audit::{AuditFacts, parse_audit, parse_audit_line};
 use super::conflict::{Conflict, find_conflict, namespace_in};
 use super::controller_memory::{ControllerMemory, guess_from_controller};
 use super::formats::{
@@ -36,15 +34,18 @@ use super::object_memory::ObjectMemory;
 use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
 use super::reconcile_pairing::ReconcilePairing;
-use crate::kinds::{plural_of_kind, singular_of_resource};
-use crate::timestamp::{format_rfc3339, parse_utc_offset};
+use opscope_model::kubernetes::api_call::{ApiCall, api_call_from_span, api_call_from_text};
+use opscope_model::kubernetes::audit::{AuditFacts, parse_audit, parse_audit_line};
+use opscope_model::kubernetes::kinds::{plural_of_kind, singular_of_resource};
+use opscope_model::timestamp::{format_rfc3339, parse_utc_offset};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::trace_map::{CONTEXT_NAMES, ReconcileContext, TraceMap};
-use crate::attributes::{array_value, get_str, insert, set, set_str, string_value};
-use crate::config::{FieldError, duration};
-use crate::semconv::*;
-use crate::{Processor, Telemetry};
+use crate::Processor;
+use opscope_model::Telemetry;
+use opscope_model::attributes::{array_value, get_str, insert, set, set_str, string_value};
+use opscope_model::config::{FieldError, duration};
+use opscope_model::semconv::*;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -288,7 +289,30 @@ fn write_conflict(attributes: &mut Vec<KeyValue>, conflict: &Conflict) {
     set(attributes, HTTP_RESPONSE_STATUS_CODE, Value::IntValue(409));
 }
 
-impl<T: Telemetry> Processor<T> for OperatorTagger {
+/// A batch the tagger reads: each signal type's records are tagged their own way.
+pub trait Taggable: Telemetry {
+    fn tag(&mut self, tagger: &mut OperatorTagger);
+}
+
+impl Taggable for ExportTraceServiceRequest {
+    fn tag(&mut self, tagger: &mut OperatorTagger) {
+        tagger.tag_traces(self);
+    }
+}
+
+impl Taggable for ExportLogsServiceRequest {
+    fn tag(&mut self, tagger: &mut OperatorTagger) {
+        tagger.tag_logs(self);
+    }
+}
+
+impl Taggable for ExportMetricsServiceRequest {
+    fn tag(&mut self, tagger: &mut OperatorTagger) {
+        tagger.tag_metrics(self);
+    }
+}
+
+impl<T: Taggable> Processor<T> for OperatorTagger {
     fn process(&mut self, mut data: T, _: Instant, out: &mut Vec<T>) {
         data.tag(self);
         out.push(data);

@@ -199,7 +199,7 @@ fn zone_less_times_are_utc_unless_a_default_timezone_is_set() {
 
 #[test]
 fn a_reconcile_seen_as_a_span_and_as_log_lines_is_one_reconcile() {
-    use crate::Telemetry;
+    use crate::CorrelatorEvents;
     use crate::correlator::events::{Event, ObjectEventKind};
     let mut tagger = tagger();
     // The span states the id controller-runtime logs as `reconcileID`; the OTLP log

@@ -7,9 +7,9 @@ use opscope_proto::otlp::metrics::v1::ResourceMetrics;
 
 use super::logs::body_text;
 use super::*;
-use crate::attributes::{get_bool, get_f64, get_i64, get_strings};
 use crate::otlp_builders::*;
-use crate::timestamp::parse_rfc3339;
+use opscope_model::attributes::{get_bool, get_f64, get_i64, get_strings};
+use opscope_model::timestamp::parse_rfc3339;
 
 mod api_calls;
 mod audit_events;

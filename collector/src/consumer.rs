@@ -4,10 +4,20 @@
 //! durably also says when the request is in their queues, and the receiver answers
 //! its client only then.
 
-use opscope_processors::Telemetry;
-use opscope_processors::memory_limiter::{MemoryAccount, MemoryHold, MemoryLimiter};
+use opscope_model::Telemetry;
+use opscope_model::memory::{MemoryAccount, MemoryHold};
+use opscope_processors::memory_limiter::MemoryLimiter;
+use opscope_processors::{CorrelatorEvents, Taggable};
+use opscope_proto::ExportService;
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::oneshot;
+
+/// What the collector needs of a batch type: the model's view of it, the OTLP
+/// service facts receivers and exporters use, and the tagger's and correlator's
+/// reading of its records.
+pub trait OtlpBatch: Telemetry + ExportService + Taggable + CorrelatorEvents {}
+
+impl<T: Telemetry + ExportService + Taggable + CorrelatorEvents> OtlpBatch for T {}
 
 /// A request on its way into a pipeline.
 pub struct Input<T> {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opscope_processors::config::{FieldError, duration};
+use opscope_model::config::{FieldError, duration};
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;

@@ -3,8 +3,8 @@
 
 use opscope_proto::otlp::common::v1::KeyValue;
 
+use super::name::Name;
 use crate::attributes::{get_i64, get_str};
-use crate::name::Name;
 use crate::semconv::{
     HTTP_METHOD_OLD, HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, HTTP_STATUS_CODE_OLD,
     HTTP_URL_OLD, URL_FULL, URL_PATH, URL_QUERY,
@@ -509,7 +509,7 @@ mod tests {
     #[test]
     fn client_span_with_new_conventions() {
         let spans = fixture_spans(include_str!(
-            "../../tests/fixtures/spans/otelhttp_client_status_patch_409.json"
+            "../../../processors/tests/fixtures/spans/otelhttp_client_status_patch_409.json"
         ));
         let call = call_of_span(&spans, "HTTP PATCH").unwrap();
         assert_eq!(
@@ -526,7 +526,7 @@ mod tests {
     #[test]
     fn client_spans_with_old_conventions() {
         let spans = fixture_spans(include_str!(
-            "../../tests/fixtures/spans/otelhttp_client_old_conventions.json"
+            "../../../processors/tests/fixtures/spans/otelhttp_client_old_conventions.json"
         ));
         let watch = call_of_span(&spans, "HTTP GET").unwrap();
         assert_eq!(watch.verb, "watch");
@@ -556,7 +556,7 @@ mod tests {
     #[test]
     fn apiserver_spans() {
         let spans = fixture_spans(include_str!(
-            "../../tests/fixtures/spans/kube_apiserver_handlers.json"
+            "../../../processors/tests/fixtures/spans/kube_apiserver_handlers.json"
         ));
         let update = call_of_span(&spans, "Update").unwrap();
         assert_eq!(update.verb, "update");
@@ -579,7 +579,7 @@ mod tests {
     #[test]
     fn malformed_attributes_are_none() {
         let spans = fixture_spans(include_str!(
-            "../../tests/fixtures/spans/malformed_attributes.json"
+            "../../../processors/tests/fixtures/spans/malformed_attributes.json"
         ));
         for span in &spans {
             assert_eq!(api_call_from_span(&span.attributes), None, "{}", span.name);

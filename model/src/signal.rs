@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::events::{Nanos, ObjectRef, OperatorRef};
+use crate::kubernetes::{ObjectRef, OperatorRef};
+use crate::timestamp::Nanos;
 use crate::timestamp::format_rfc3339;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use opscope_processors::config::FieldError;
+use opscope_model::config::FieldError;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Default, Deserialize)]

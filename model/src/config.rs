@@ -20,6 +20,33 @@ impl FieldError {
             message: message.into(),
         }
     }
+
+    /// The same error seen from the enclosing section: `section.field`.
+    pub fn within(self, section: &str) -> Self {
+        Self {
+            field: format!("{section}.{}", self.field),
+            message: self.message,
+        }
+    }
+}
+
+/// Checks that a duration setting is above zero.
+pub fn positive(field: &str, value: Duration) -> Result<(), FieldError> {
+    if value.is_zero() {
+        return Err(FieldError::new(field, "must be longer than 0"));
+    }
+    Ok(())
+}
+
+/// Checks that a share setting lies in (0, 1].
+pub fn share(field: &str, value: f64) -> Result<(), FieldError> {
+    if !(value > 0.0 && value <= 1.0) {
+        return Err(FieldError::new(
+            field,
+            format!("{value} is not a share between 0 (excluded) and 1"),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a duration written as the OpenTelemetry Collector writes them (`200ms`,

@@ -261,14 +261,21 @@ fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
 mod tests {
     use super::*;
 
-    const STATUS_UPDATES: &str =
-        include_str!("../../tests/fixtures/audit/status_update_request_response.jsonl");
-    const PATCH: &str = include_str!("../../tests/fixtures/audit/patch_finalizer.jsonl");
-    const CONFLICTS: &str = include_str!("../../tests/fixtures/audit/conflict_409.jsonl");
-    const DELETES: &str = include_str!("../../tests/fixtures/audit/delete_with_finalizers.jsonl");
-    const METADATA: &str = include_str!("../../tests/fixtures/audit/metadata_level.jsonl");
-    const EVENT_LIST: &str = include_str!("../../tests/fixtures/audit/event_list.json");
-    const MALFORMED: &str = include_str!("../../tests/fixtures/audit/malformed.jsonl");
+    const STATUS_UPDATES: &str = include_str!(
+        "../../../processors/tests/fixtures/audit/status_update_request_response.jsonl"
+    );
+    const PATCH: &str =
+        include_str!("../../../processors/tests/fixtures/audit/patch_finalizer.jsonl");
+    const CONFLICTS: &str =
+        include_str!("../../../processors/tests/fixtures/audit/conflict_409.jsonl");
+    const DELETES: &str =
+        include_str!("../../../processors/tests/fixtures/audit/delete_with_finalizers.jsonl");
+    const METADATA: &str =
+        include_str!("../../../processors/tests/fixtures/audit/metadata_level.jsonl");
+    const EVENT_LIST: &str =
+        include_str!("../../../processors/tests/fixtures/audit/event_list.json");
+    const MALFORMED: &str =
+        include_str!("../../../processors/tests/fixtures/audit/malformed.jsonl");
 
     const OPERATOR: &str = "system:serviceaccount:ray-system:kuberay-operator";
 

@@ -3,15 +3,9 @@
 
 use std::fmt::Debug;
 
-use opscope_proto::otlp::collector::logs::v1::{
-    ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opscope_proto::otlp::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opscope_proto::otlp::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::metrics::v1::{
     ExponentialHistogram, Gauge, Histogram, Metric, ResourceMetrics, ScopeMetrics, Sum, Summary,
@@ -23,10 +17,7 @@ use opscope_proto::otlp_encode::EncodeOnce;
 use opscope_proto::prost::Message;
 use serde::Serialize;
 
-use crate::correlator::events::Event;
-use crate::correlator::extract;
 use crate::decoded_size::DecodedSize;
-use crate::tagger::OperatorTagger;
 use serde::de::DeserializeOwned;
 
 /// The three OTLP signal types.
@@ -109,30 +100,14 @@ pub fn split_vec_front<C: Splittable>(children: &mut Vec<C>, n: usize) -> Vec<C>
 pub trait Telemetry:
     Message + Default + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
 {
-    /// The OTLP response message answered for this request.
-    type Response: Message + Default + Serialize + Send + 'static;
     type ResourceData: Splittable + DecodedSize + Clone + Debug + Send + Sync + 'static;
 
     const KIND: TelemetryKind;
-    /// gRPC method path of the OTLP export call.
-    const GRPC_PATH: &'static str;
-    /// OTLP/HTTP path of the export call.
-    const HTTP_PATH: &'static str;
 
     fn resource_data(&self) -> &Vec<Self::ResourceData>;
     fn resource_data_mut(&mut self) -> &mut Vec<Self::ResourceData>;
     fn from_resource_data(data: Vec<Self::ResourceData>) -> Self;
     fn resource_mut(data: &mut Self::ResourceData) -> &mut Option<Resource>;
-
-    /// Items a destination refused although it answered success (OTLP partial
-    /// success), with its message.
-    fn rejected_items(response: &Self::Response) -> (u64, String);
-
-    /// Runs the operator tagger over the batch.
-    fn tag(&mut self, tagger: &mut OperatorTagger);
-
-    /// The correlator events the batch's (tagged) records stand for.
-    fn correlator_events(&self, out: &mut Vec<Event>);
 
     /// The request's protobuf bytes, as prost writes them (see `otlp_encode`).
     fn encode_request(&self) -> Vec<u8> {
@@ -270,14 +245,11 @@ impl Splittable for Metric {
 
 /// Implements [`Telemetry`] for one OTLP export request type.
 macro_rules! telemetry_request {
-    ($request:ty, $response:ty, $data:ty, $field:ident, $rejected:ident, $kind:expr, $grpc:expr, $http:expr, $tag:ident, $extract:path, $encode:path) => {
+    ($request:ty, $data:ty, $field:ident, $kind:expr, $encode:path) => {
         impl Telemetry for $request {
-            type Response = $response;
             type ResourceData = $data;
 
             const KIND: TelemetryKind = $kind;
-            const GRPC_PATH: &'static str = $grpc;
-            const HTTP_PATH: &'static str = $http;
 
             fn resource_data(&self) -> &Vec<$data> {
                 &self.$field
@@ -295,28 +267,8 @@ macro_rules! telemetry_request {
                 &mut data.resource
             }
 
-            fn tag(&mut self, tagger: &mut OperatorTagger) {
-                tagger.$tag(self);
-            }
-
-            fn correlator_events(&self, out: &mut Vec<Event>) {
-                $extract(self, out);
-            }
-
             fn encode_request_into(&self, out: &mut Vec<u8>) {
                 $encode(self, out)
-            }
-
-            fn rejected_items(response: &$response) -> (u64, String) {
-                response
-                    .partial_success
-                    .as_ref()
-                    .map_or((0, String::new()), |partial| {
-                        (
-                            partial.$rejected.max(0) as u64,
-                            partial.error_message.clone(),
-                        )
-                    })
             }
         }
     };
@@ -324,41 +276,23 @@ macro_rules! telemetry_request {
 
 telemetry_request!(
     ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
     ResourceSpans,
     resource_spans,
-    rejected_spans,
     TelemetryKind::Traces,
-    "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-    "/v1/traces",
-    tag_traces,
-    extract::from_traces,
     EncodeOnce::encode_once_into
 );
 telemetry_request!(
     ExportLogsServiceRequest,
-    ExportLogsServiceResponse,
     ResourceLogs,
     resource_logs,
-    rejected_log_records,
     TelemetryKind::Logs,
-    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
-    "/v1/logs",
-    tag_logs,
-    extract::from_logs,
     EncodeOnce::encode_once_into
 );
 telemetry_request!(
     ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
     ResourceMetrics,
     resource_metrics,
-    rejected_data_points,
     TelemetryKind::Metrics,
-    "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
-    "/v1/metrics",
-    tag_metrics,
-    extract::from_metrics,
     encode_metrics_into
 );
 
@@ -370,31 +304,10 @@ fn encode_metrics_into(request: &ExportMetricsServiceRequest, out: &mut Vec<u8>)
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use opscope_proto::otlp::metrics::v1::NumberDataPoint;
-
-    /// A trace batch with `per_scope` spans in each of `scopes` scopes of one resource.
-    pub(crate) fn traces(scopes: usize, per_scope: usize) -> ExportTraceServiceRequest {
-        let scope_spans = (0..scopes)
-            .map(|scope| ScopeSpans {
-                spans: (0..per_scope)
-                    .map(|i| Span {
-                        name: format!("s{scope}-{i}"),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-            .collect();
-        ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                resource: Some(Resource::default()),
-                scope_spans,
-                schema_url: "https://example.test/schema".into(),
-            }],
-        }
-    }
+    use opscope_testkit::otlp_batches::traces;
 
     fn span_names(batch: &ExportTraceServiceRequest) -> Vec<String> {
         batch

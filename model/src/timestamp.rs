@@ -1,8 +1,23 @@
 //! Timestamps as operators print them: RFC 3339 / ISO 8601 date-times (any fraction,
 //! `Z`, `+02:00`, `+0200` or no offset) and epoch seconds (`1714564800.123`, `1.7e+09`).
 
-const NANOS_PER_SECOND: i64 = 1_000_000_000;
+const SECOND_NANOS: i64 = 1_000_000_000;
 const SECONDS_PER_DAY: i64 = 86_400;
+
+/// Event time: nanoseconds since the Unix epoch.
+pub type Nanos = u64;
+
+pub const NANOS_PER_SECOND: u64 = 1_000_000_000;
+
+/// The wall clock in nanoseconds since the Unix epoch: 0 for a clock set before
+/// 1970, `u64::MAX` after the year 2554.
+pub fn now_unix_nanos() -> Nanos {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+        })
+}
 
 /// Nanoseconds since the Unix epoch of an RFC 3339 or epoch-seconds timestamp.
 pub fn parse_timestamp(text: &str) -> Option<u64> {
@@ -23,7 +38,7 @@ pub fn parse_rfc3339(text: &str) -> Option<u64> {
     let offset = offset_seconds(bytes.get(offset_start..)?)?;
     let seconds = days * SECONDS_PER_DAY + seconds_of_day - offset;
     // In i128: nanoseconds of years past 2262 overflow i64 but still fit the u64 result.
-    let nanos = i128::from(seconds) * i128::from(NANOS_PER_SECOND) + i128::from(fraction_nanos);
+    let nanos = i128::from(seconds) * i128::from(SECOND_NANOS) + i128::from(fraction_nanos);
     u64::try_from(nanos).ok()
 }
 

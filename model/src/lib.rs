@@ -1,0 +1,30 @@
+//! The nouns every opscope crate shares: the telemetry a pipeline carries, the
+//! signals the correlator concludes, the Kubernetes objects and operators both are
+//! about, the attribute names and timestamps they are written with, the memory
+//! account, and the pieces every component's config is made of. Nothing here
+//! imports a processor, an exporter or the collector.
+
+// Input must never crash the agent: no panicking shortcuts outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::string_slice
+    )
+)]
+
+pub mod attributes;
+pub mod config;
+pub mod decoded_size;
+pub mod hash;
+pub mod kubernetes;
+pub mod memory;
+pub mod semconv;
+pub mod signal;
+pub mod telemetry;
+pub mod timestamp;
+
+pub use telemetry::{Telemetry, TelemetryKind};
