@@ -22,6 +22,7 @@ use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, ExporterConfig};
+use crate::connectors::operator_metrics::OperatorMetricsConnector;
 use crate::consumer::OtlpBatch;
 use crate::self_telemetry::SelfTelemetry;
 
@@ -34,6 +35,8 @@ pub enum Built {
     Alertmanager(Arc<AlertmanagerExporter>),
     Prometheus(Arc<PrometheusExporter>),
     RemoteWrite(Arc<RemoteWriteExporter>),
+    /// A connector, as the exporter of the pipelines that list it.
+    OperatorMetrics(Arc<OperatorMetricsConnector>),
 }
 
 struct BuiltExporter {
@@ -63,6 +66,17 @@ impl Exporters {
             built.insert(name.clone(), build(name, exporter, telemetry).map_err(at)?);
         }
         Ok(Self(built))
+    }
+
+    /// Adds a connector built from the pipelines it feeds, as the exporter `id` of
+    /// those that list it: in memory, with the default queue and retries.
+    pub fn add_connector(&mut self, id: &str, connector: Built) {
+        let built = BuiltExporter {
+            exporter: connector,
+            queue: QueueConfig::default(),
+            retry: RetryConfig::default(),
+        };
+        self.0.insert(id.to_string(), built);
     }
 
     /// Starts the sending queue of `queue.exporter` in `queue.pipeline` for data of
@@ -294,7 +308,7 @@ macro_rules! carried_by {
 }
 
 // OTLP exporters take OTLP data encoded (see `start_encoded`).
-carried_by!(ExportTraceServiceRequest: Debug, Prometheus, RemoteWrite);
-carried_by!(ExportLogsServiceRequest: Debug, Loki, Prometheus, RemoteWrite);
+carried_by!(ExportTraceServiceRequest: Debug, OperatorMetrics);
+carried_by!(ExportLogsServiceRequest: Debug, Loki, OperatorMetrics);
 carried_by!(ExportMetricsServiceRequest: Debug, Prometheus, RemoteWrite);
 carried_by!(SignalBatch: Otlp, OtlpHttp, Debug, Loki, Alertmanager, Prometheus, RemoteWrite);

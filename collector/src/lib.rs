@@ -16,6 +16,7 @@
 pub mod allocator;
 pub mod analyze;
 pub mod config;
+pub mod connectors;
 pub mod consumer;
 pub mod demo;
 pub mod exporters;

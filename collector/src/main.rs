@@ -153,6 +153,9 @@ fn validate(path: &PathBuf) -> ExitCode {
     match load(Some(path)) {
         Ok(config) => {
             println!("{}: valid; {}", path.display(), config.summary());
+            for deprecation in &config.deprecations {
+                println!("deprecated: {deprecation}");
+            }
             ExitCode::SUCCESS
         }
         Err(message) => {
@@ -310,6 +313,9 @@ fn run(path: Option<PathBuf>) -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
+    for deprecation in &config.deprecations {
+        tracing::warn!("deprecated config: {deprecation}");
+    }
     let runtime = runtime().context("starting the async runtime")?;
     let result = runtime.block_on(opscope::service::run(config, shutdown_signal()));
     // A receiver stuck in a system call on a blocking thread was left behind by the

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{
     Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig,
 };
+use crate::connectors;
 use crate::consumer::{Consumer, OtlpBatch, PipelineInput};
 use crate::exporters::{Exporters, PipelineData};
 use crate::extensions::health_check::{self, Readiness};
@@ -50,7 +51,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     let stop_servers = CancellationToken::new();
     let close_inputs = CancellationToken::new();
 
-    let exporters = Exporters::build(&config, &telemetry)?;
+    let mut exporters = Exporters::build(&config, &telemetry)?;
     // Data is sized for the memory account only when a memory limiter reads it.
     let limited = (config.processors.values())
         .any(|processor| matches!(processor, ProcessorConfig::MemoryLimiter(_)));
@@ -70,10 +71,43 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     )?;
 
     let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
-    let mut pipelines = JoinSet::new();
-    let mut queues = Vec::new();
     let mut sheddable = BTreeMap::new();
     let shared = SharedProcessors::new(&config, correlators, memory)?;
+    // What connectors feed drains after what feeds them, so its inputs close later.
+    let close_connected = CancellationToken::new();
+    let mut draining = Draining::default();
+    // Metrics pipelines first: a connector is built from the inputs of the metrics
+    // pipelines it feeds, before the traces and logs pipelines that list it.
+    let (metrics, others): (Vec<_>, Vec<_>) = config
+        .pipelines()
+        .partition(|spec| spec.kind == TelemetryKind::Metrics);
+    for spec in metrics {
+        let connected = spec
+            .config
+            .receivers
+            .iter()
+            .any(|r| config.connectors.contains_key(r));
+        let (close, tier) = if connected {
+            (&close_connected, &mut draining.connected)
+        } else {
+            (&close_inputs, &mut draining.upstream)
+        };
+        let mut builder = PipelineBuilder {
+            config: &config,
+            telemetry: &telemetry,
+            shared: &shared,
+            exporters: &exporters,
+            abort: &abort_exports,
+            close_inputs: close,
+            consumers: &mut consumers,
+            sheddable: &mut sheddable,
+        };
+        tier.add(builder.build(&spec, |c| &mut c.metrics)?);
+    }
+    for (id, connector) in &config.connectors {
+        let metrics = consumers.remove(id).unwrap_or_default().metrics;
+        exporters.add_connector(id, connectors::build(id, connector, metrics));
+    }
     let mut builder = PipelineBuilder {
         config: &config,
         telemetry: &telemetry,
@@ -84,14 +118,11 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
         consumers: &mut consumers,
         sheddable: &mut sheddable,
     };
-    for spec in config.pipelines() {
-        let (task, mut sending) = match spec.kind {
+    for spec in others {
+        draining.upstream.add(match spec.kind {
             TelemetryKind::Traces => builder.build(&spec, |c| &mut c.traces)?,
-            TelemetryKind::Logs => builder.build(&spec, |c| &mut c.logs)?,
-            TelemetryKind::Metrics => builder.build(&spec, |c| &mut c.metrics)?,
-        };
-        pipelines.spawn(task);
-        queues.append(&mut sending);
+            _ => builder.build(&spec, |c| &mut c.logs)?,
+        });
     }
 
     let mut servers = JoinSet::new();
@@ -142,7 +173,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
             from its last checkpoint)");
     }
     close_inputs.cancel();
-    let mut draining = Draining { pipelines, queues };
+    draining.close_connected = close_connected;
     let timed_out = tokio::time::timeout_at(deadline, draining.finish())
         .await
         .is_err();
@@ -241,27 +272,55 @@ fn report_dropped(telemetry: &SelfTelemetry, cut_short: bool) {
 const LAST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Everything that has to finish, in order, for a clean shutdown once the receivers
-/// stopped.
+/// stopped: the pipelines receivers feed and their queues, then the pipelines that
+/// connectors feed (whose inputs close only then) and theirs.
+#[derive(Default)]
 struct Draining {
+    upstream: Tier,
+    connected: Tier,
+    close_connected: CancellationToken,
+}
+
+/// Pipelines and the sending queues they feed.
+#[derive(Default)]
+struct Tier {
     pipelines: JoinSet<()>,
     queues: Vec<SendingQueue>,
+}
+
+impl Tier {
+    fn add(&mut self, (task, mut queues): (PipelineTask, Vec<SendingQueue>)) {
+        self.pipelines.spawn(task);
+        self.queues.append(&mut queues);
+    }
+
+    async fn finish(&mut self) {
+        while self.pipelines.join_next().await.is_some() {}
+        for queue in &mut self.queues {
+            queue.join().await;
+        }
+    }
+
+    async fn abort(&mut self) {
+        self.pipelines.abort_all();
+        while self.pipelines.join_next().await.is_some() {}
+    }
 }
 
 impl Draining {
     /// Stops pipelines where they are; what they held is lost, so this is only for
     /// tasks that ignored the shutdown timeout.
     async fn abort(&mut self) {
-        self.pipelines.abort_all();
-        while self.pipelines.join_next().await.is_some() {}
+        self.upstream.abort().await;
+        self.connected.abort().await;
     }
 
-    /// Waits for pipelines to drain and queues to deliver. Can be abandoned and called
-    /// again: it only waits by reference.
+    /// Waits for pipelines to drain and queues to deliver, tier by tier. Can be
+    /// abandoned and called again: it only waits by reference.
     async fn finish(&mut self) {
-        while self.pipelines.join_next().await.is_some() {}
-        for queue in &mut self.queues {
-            queue.join().await;
-        }
+        self.upstream.finish().await;
+        self.close_connected.cancel();
+        self.connected.finish().await;
     }
 }
 

@@ -27,7 +27,9 @@ fn validate_accepts_the_shipped_default_with_a_one_line_summary() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert!(
-        stdout.contains("valid; 1 receiver(s), 3 processor(s), 2 exporter(s), 4 pipeline(s)"),
+        stdout.contains(
+            "valid; 1 receiver(s), 3 processor(s), 2 exporter(s), 1 connector(s), 5 pipeline(s)"
+        ),
         "{stdout}"
     );
 }

@@ -1,6 +1,7 @@
 //! End to end, the `filelog` receiver in-process over real files: a writer thread that
 //! rotates (rename, copytruncate), restarts on the checkpoint, a full pipeline.
 
+use opscope_model::config::Validate;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};

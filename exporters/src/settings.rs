@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 
 use crate::queue::{QueueConfig, RetryConfig};
 use opscope_net::client_tls::TlsClientConfig;
@@ -20,8 +20,8 @@ pub struct SharedSettings<'a> {
     pub retry_on_failure: &'a RetryConfig,
 }
 
-impl SharedSettings<'_> {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for SharedSettings<'_> {
+    fn validate(&self) -> Result<(), FieldError> {
         self.tls.validate()?;
         if self.https {
             self.tls.load()?;

@@ -2,6 +2,9 @@
 //! the scrape endpoint (checked by `promtool` when installed), remote write against a
 //! recording receiver, and both against a real Prometheus when it is installed.
 //!
+//! Traces and logs reach these exporters as the `operator_metrics` connector hands
+//! them on: the metrics it derives from their correlator events.
+//!
 //! Tests that need `prometheus` or `promtool` are skipped with a printed reason when
 //! the binary is absent, unless `OPSCOPE_REQUIRE_BACKENDS=1`, which makes them fail.
 
@@ -18,6 +21,8 @@ use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 use opscope_model::semconv;
 use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 use opscope_net::server_tls::{ConnectionMetrics, ReloadMetrics};
+use opscope_processors::CorrelatorEvents;
+use opscope_processors::operator_metrics::OperatorMetrics;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
@@ -230,18 +235,31 @@ fn loop_signal(state: SignalState) -> SignalBatch {
     }])
 }
 
+/// What the `operator_metrics` connector hands on for a batch of tagged records,
+/// remembered in `memory` as the connector remembers what it handed on.
+fn derived<T: CorrelatorEvents>(
+    memory: &mut OperatorMetrics,
+    batch: &T,
+) -> ExportMetricsServiceRequest {
+    let mut events = Vec::new();
+    batch.correlator_events(&mut events);
+    let derived = memory.derive(&events);
+    let request = derived.request.clone().unwrap_or_default();
+    memory.commit(derived);
+    request
+}
+
 /// Feeds the whole scenario: 4 reconciles (3 from logs, 1 from a span), a 409 write,
 /// the operator's metrics, and a firing reconcile loop.
-async fn feed<E>(exporter: &E)
+async fn feed<E>(exporter: &E, memory: &mut OperatorMetrics)
 where
-    E: Exporter<ExportLogsServiceRequest>
-        + Exporter<ExportTraceServiceRequest>
-        + Exporter<ExportMetricsServiceRequest>
-        + Exporter<SignalBatch>,
+    E: Exporter<ExportMetricsServiceRequest> + Exporter<SignalBatch>,
 {
     let results = [
-        exporter.export(&reconcile_logs(&["r0", "r1", "r2"])).await,
-        exporter.export(&reconcile_trace()).await,
+        exporter
+            .export(&derived(memory, &reconcile_logs(&["r0", "r1", "r2"])))
+            .await,
+        exporter.export(&derived(memory, &reconcile_trace())).await,
         exporter.export(&operator_metrics(7.0, 42.0)).await,
         exporter.export(&loop_signal(SignalState::Firing)).await,
     ];
@@ -293,7 +311,7 @@ async fn scrape_serves_text_and_openmetrics_over_a_socket() {
     )
     .expect("starts");
     let address = exporter.local_addr();
-    feed(&exporter).await;
+    feed(&exporter, &mut OperatorMetrics::default()).await;
 
     let (content_type, text) = scrape(address, None).await;
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
@@ -347,11 +365,14 @@ async fn resolved_signals_leave_and_repeated_batches_count_again() {
         ConnectionMetrics::default(),
     )
     .expect("starts");
-    feed(&exporter).await;
+    let mut memory = OperatorMetrics::default();
+    feed(&exporter, &mut memory).await;
     let resolved = exporter.export(&loop_signal(SignalState::Resolved)).await;
     assert!(resolved.is_ok());
     // The same reconciles again are not new; a new one is.
-    let again = exporter.export(&reconcile_logs(&["r0", "r4"])).await;
+    let again = exporter
+        .export(&derived(&mut memory, &reconcile_logs(&["r0", "r4"])))
+        .await;
     assert!(again.is_ok());
     let (_, text) = scrape(exporter.local_addr(), None).await;
     assert!(!text.contains("opscope_signal_active{"), "{text}");
@@ -464,7 +485,7 @@ async fn remote_write_sends_sorted_series_with_the_protocol_headers() {
         &push_config(format!("{}/api/v1/write", receiver.base_url())),
     )
     .expect("valid");
-    feed(&exporter).await;
+    feed(&exporter, &mut OperatorMetrics::default()).await;
     assert!(
         exporter
             .export(&loop_signal(SignalState::Resolved))
@@ -544,19 +565,23 @@ async fn a_retried_batch_counts_once_and_a_refused_one_is_permanent() {
         &push_config(format!("{}/api/v1/write", receiver.base_url())),
     )
     .expect("valid");
-    let batch = reconcile_logs(&["r0", "r1"]);
+    let mut memory = OperatorMetrics::default();
+    let batch = derived(&mut memory, &reconcile_logs(&["r0", "r1"]));
     let first = exporter.export(&batch).await;
     assert!(
         matches!(first, Err(ExportError::Retryable { .. })),
         "{first:?}"
     );
     assert!(exporter.export(&batch).await.is_ok());
-    let refused = exporter.export(&reconcile_logs(&["r2"])).await;
+    let refused = exporter
+        .export(&derived(&mut memory, &reconcile_logs(&["r2"])))
+        .await;
     assert!(
         matches!(refused, Err(ExportError::Permanent { .. })),
         "{refused:?}"
     );
-    assert!(exporter.export(&reconcile_logs(&["r3"])).await.is_ok());
+    let next = derived(&mut memory, &reconcile_logs(&["r3"]));
+    assert!(exporter.export(&next).await.is_ok());
 
     let requests = written(&receiver);
     let counts: Vec<_> = requests
@@ -600,8 +625,8 @@ async fn real_prometheus_scrapes_and_receives_the_same_series() {
         &push_config(server.url("/api/v1/write")),
     )
     .expect("valid");
-    feed(&pull).await;
-    feed(&push).await;
+    feed(&pull, &mut OperatorMetrics::default()).await;
+    feed(&push, &mut OperatorMetrics::default()).await;
 
     for (path, source) in [
         ("scrape", r#"source!="remote_write""#),

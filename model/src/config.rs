@@ -1,4 +1,5 @@
-//! Shared pieces of component configuration: duration values and field errors.
+//! Shared pieces of component configuration: duration values, field errors and the
+//! check every component's settings get.
 
 use std::time::Duration;
 
@@ -28,6 +29,12 @@ impl FieldError {
             message: self.message,
         }
     }
+}
+
+/// The check a component's settings get once read: the first problem found, named
+/// by its path inside the component.
+pub trait Validate {
+    fn validate(&self) -> Result<(), FieldError>;
 }
 
 /// Checks that a duration setting is above zero.

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -27,20 +27,6 @@ pub struct TlsMaterial {
 }
 
 impl TlsClientConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        match (&self.cert_file, &self.key_file) {
-            (Some(_), None) => Err(FieldError::new(
-                "tls.key_file",
-                "is required with tls.cert_file",
-            )),
-            (None, Some(_)) => Err(FieldError::new(
-                "tls.cert_file",
-                "is required with tls.key_file",
-            )),
-            _ => Ok(()),
-        }
-    }
-
     pub fn load(&self) -> Result<TlsMaterial, FieldError> {
         let ca = self
             .ca_file
@@ -54,6 +40,22 @@ impl TlsClientConfig {
             _ => None,
         };
         Ok(TlsMaterial { ca, identity })
+    }
+}
+
+impl Validate for TlsClientConfig {
+    fn validate(&self) -> Result<(), FieldError> {
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => Err(FieldError::new(
+                "tls.key_file",
+                "is required with tls.cert_file",
+            )),
+            (None, Some(_)) => Err(FieldError::new(
+                "tls.cert_file",
+                "is required with tls.key_file",
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

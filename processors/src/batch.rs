@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::processor::Processor;
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::telemetry::Telemetry;
 
 /// Settings of the `batch` processor, named as in the OpenTelemetry Collector.
@@ -32,8 +32,8 @@ impl Default for BatchConfig {
     }
 }
 
-impl BatchConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for BatchConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.send_batch_max_size > 0 && self.send_batch_max_size < self.send_batch_size {
             return Err(FieldError::new(
                 "send_batch_max_size",

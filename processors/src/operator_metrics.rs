@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
+use opscope_model::config::{FieldError, Validate};
 use opscope_model::timestamp::Nanos;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -26,6 +27,8 @@ use opscope_proto::otlp::metrics::v1::{
     AggregationTemporality, Exemplar, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
     ResourceMetrics, ScopeMetrics, Sum, exemplar, metric, number_data_point,
 };
+
+use serde::Deserialize;
 
 use crate::correlator::events::{Event, ObjectEvent, ObjectEventKind, Outcome, Reconcile, Write};
 
@@ -43,6 +46,17 @@ pub const SCOPE: &str = "opscope/operator_metrics";
 
 /// Reconcile ids remembered; the oldest is forgotten first.
 const REMEMBERED_RECONCILES: usize = 65_536;
+
+/// The `operator_metrics` connector's settings: none yet.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorMetricsConfig {}
+
+impl Validate for OperatorMetricsConfig {
+    fn validate(&self) -> Result<(), FieldError> {
+        Ok(())
+    }
+}
 
 /// What has been taken from one reconcile so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
 use serde::Deserialize;
 
 use crate::processor::Processor;
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use opscope_model::telemetry::Telemetry;
 use std::time::Instant;
 
@@ -36,8 +36,8 @@ pub enum Action {
     Delete,
 }
 
-impl ResourceConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for ResourceConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         for (index, attribute) in self.attributes.iter().enumerate() {
             let field = |name: &str| format!("attributes[{index}].{name}");
             if attribute.key.is_empty() {

@@ -7,10 +7,11 @@ use opscope_exporters::loki::LokiConfig;
 use opscope_exporters::otlp::{OtlpExporterConfig, OtlpProtocol};
 use opscope_exporters::prometheus::{PrometheusConfig, RemoteWriteConfig};
 use opscope_model::TelemetryKind;
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use opscope_processors::batch::BatchConfig;
 use opscope_processors::correlator::CorrelatorConfig;
 use opscope_processors::memory_limiter::MemoryLimiterConfig;
+use opscope_processors::operator_metrics::OperatorMetricsConfig;
 use opscope_processors::resource::ResourceConfig;
 use opscope_processors::tagger::TaggerConfig;
 use serde::de::DeserializeOwned;
@@ -23,37 +24,90 @@ use crate::receivers::k8s_audit::K8sAuditConfig;
 use crate::receivers::otlp::OtlpReceiverConfig;
 use crate::receivers::prometheus_scrape::PrometheusScrapeConfig;
 
-#[derive(Debug, Clone)]
-pub enum ReceiverConfig {
-    Otlp(OtlpReceiverConfig),
-    Filelog(FilelogConfig),
-    K8sAudit(K8sAuditConfig),
-    PrometheusScrape(PrometheusScrapeConfig),
+/// Declares the types of one component kind, one row each: the type name written in
+/// the config, the variant and its settings, and how they are checked once read
+/// (the settings' [`Validate`] unless the row says otherwise). Generates the enum,
+/// its list of type names and its parsing.
+macro_rules! component_types {
+    (
+        $(#[$meta:meta])*
+        $what:literal: $kind:ident {
+            $($type_name:literal => $variant:ident($config:ty) $(checked by $check:expr)?,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        pub enum $kind {
+            $($variant($config),)+
+        }
+
+        impl $kind {
+            pub const TYPES: &'static [&'static str] = &[$($type_name),+];
+
+            pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
+                match kind {
+                    $($type_name => read(value, path, component_types!(@check $config $(, $check)?))
+                        .map(Self::$variant),)+
+                    _ => Err(vec![unknown($what, kind, Self::TYPES, path)]),
+                }
+            }
+
+            /// The type name the component is written with.
+            pub fn type_name(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $type_name,)+
+                }
+            }
+        }
+    };
+    (@check $config:ty) => { <$config as Validate>::validate };
+    (@check $config:ty, $check:expr) => { $check };
 }
 
-#[derive(Debug, Clone)]
-pub enum ProcessorConfig {
-    Batch(BatchConfig),
-    Resource(ResourceConfig),
-    OperatorTagger(TaggerConfig),
-    Correlator(CorrelatorConfig),
-    MemoryLimiter(MemoryLimiterConfig),
+component_types! {
+    "receiver": ReceiverConfig {
+        "otlp" => Otlp(OtlpReceiverConfig),
+        "filelog" => Filelog(FilelogConfig),
+        "k8s_audit" => K8sAudit(K8sAuditConfig),
+        "prometheus_scrape" => PrometheusScrape(PrometheusScrapeConfig),
+    }
 }
 
-#[derive(Debug, Clone)]
-pub enum ExporterConfig {
-    Otlp(OtlpExporterConfig),
-    OtlpHttp(OtlpExporterConfig),
-    Debug(DebugConfig),
-    Loki(LokiConfig),
-    Alertmanager(AlertmanagerConfig),
-    Prometheus(PrometheusConfig),
-    RemoteWrite(RemoteWriteConfig),
+component_types! {
+    "processor": ProcessorConfig {
+        "batch" => Batch(BatchConfig),
+        "resource" => Resource(ResourceConfig),
+        "operator_tagger" => OperatorTagger(TaggerConfig),
+        "correlator" => Correlator(CorrelatorConfig),
+        "memory_limiter" => MemoryLimiter(MemoryLimiterConfig),
+    }
 }
 
-#[derive(Debug, Clone)]
-pub enum ExtensionConfig {
-    HealthCheck(HealthCheckConfig),
+component_types! {
+    "exporter": ExporterConfig {
+        "otlp" => Otlp(OtlpExporterConfig)
+            checked by |config: &OtlpExporterConfig| config.validate(OtlpProtocol::Grpc),
+        "otlphttp" => OtlpHttp(OtlpExporterConfig)
+            checked by |config: &OtlpExporterConfig| config.validate(OtlpProtocol::Http),
+        "debug" => Debug(DebugConfig) checked by |_: &DebugConfig| Ok(()),
+        "loki" => Loki(LokiConfig),
+        "alertmanager" => Alertmanager(AlertmanagerConfig),
+        "prometheus" => Prometheus(PrometheusConfig),
+        "prometheusremotewrite" => RemoteWrite(RemoteWriteConfig),
+    }
+}
+
+component_types! {
+    /// Components that are an exporter of some pipelines and a receiver of others.
+    "connector": ConnectorConfig {
+        "operator_metrics" => OperatorMetrics(OperatorMetricsConfig),
+    }
+}
+
+component_types! {
+    "extension": ExtensionConfig {
+        "health_check" => HealthCheck(HealthCheckConfig),
+    }
 }
 
 /// What a pipeline carries to its exporters.
@@ -75,17 +129,30 @@ impl Carried {
 impl ExporterConfig {
     /// Whether the exporter can take what a pipeline carries.
     pub fn carries(&self, carried: Carried) -> bool {
+        use TelemetryKind::{Logs, Metrics};
         match self {
-            Self::Otlp(_)
-            | Self::OtlpHttp(_)
-            | Self::Debug(_)
-            | Self::Prometheus(_)
-            | Self::RemoteWrite(_) => true,
-            Self::Loki(_) => matches!(
-                carried,
-                Carried::Telemetry(TelemetryKind::Logs) | Carried::Signals
-            ),
+            Self::Otlp(_) | Self::OtlpHttp(_) | Self::Debug(_) => true,
+            Self::Loki(_) => matches!(carried, Carried::Telemetry(Logs) | Carried::Signals),
+            Self::Prometheus(_) | Self::RemoteWrite(_) => {
+                matches!(carried, Carried::Telemetry(Metrics) | Carried::Signals)
+            }
             Self::Alertmanager(_) => carried == Carried::Signals,
+        }
+    }
+}
+
+impl ConnectorConfig {
+    /// Whether pipelines of this type may list the connector as an exporter.
+    pub fn takes(&self, kind: TelemetryKind) -> bool {
+        match self {
+            Self::OperatorMetrics(_) => kind != TelemetryKind::Metrics,
+        }
+    }
+
+    /// Whether pipelines of this type may list the connector as a receiver.
+    pub fn feeds(&self, kind: TelemetryKind) -> bool {
+        match self {
+            Self::OperatorMetrics(_) => kind == TelemetryKind::Metrics,
         }
     }
 }
@@ -116,98 +183,6 @@ impl ReceiverConfig {
             Self::Otlp(_) => true,
             Self::Filelog(_) | Self::K8sAudit(_) => kind == TelemetryKind::Logs,
             Self::PrometheusScrape(_) => kind == TelemetryKind::Metrics,
-        }
-    }
-
-    pub const TYPES: &'static [&'static str] =
-        &["otlp", "filelog", "k8s_audit", "prometheus_scrape"];
-
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
-        match kind {
-            "otlp" => read(value, path, OtlpReceiverConfig::validate).map(Self::Otlp),
-            "filelog" => read(value, path, FilelogConfig::validate).map(Self::Filelog),
-            "k8s_audit" => read(value, path, K8sAuditConfig::validate).map(Self::K8sAudit),
-            "prometheus_scrape" => {
-                read(value, path, PrometheusScrapeConfig::validate).map(Self::PrometheusScrape)
-            }
-            _ => Err(vec![unknown("receiver", kind, Self::TYPES, path)]),
-        }
-    }
-}
-
-impl ProcessorConfig {
-    pub const TYPES: &'static [&'static str] = &[
-        "batch",
-        "resource",
-        "operator_tagger",
-        "correlator",
-        "memory_limiter",
-    ];
-
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
-        match kind {
-            "batch" => read(value, path, BatchConfig::validate).map(Self::Batch),
-            "resource" => read(value, path, ResourceConfig::validate).map(Self::Resource),
-            "operator_tagger" => {
-                read(value, path, TaggerConfig::validate).map(Self::OperatorTagger)
-            }
-            "correlator" => read(value, path, CorrelatorConfig::validate).map(Self::Correlator),
-            "memory_limiter" => {
-                read(value, path, MemoryLimiterConfig::validate).map(Self::MemoryLimiter)
-            }
-            _ => Err(vec![unknown("processor", kind, Self::TYPES, path)]),
-        }
-    }
-}
-
-impl ExporterConfig {
-    pub const TYPES: &'static [&'static str] = &[
-        "otlp",
-        "otlphttp",
-        "debug",
-        "loki",
-        "alertmanager",
-        "prometheus",
-        "prometheusremotewrite",
-    ];
-
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
-        match kind {
-            "otlp" | "otlphttp" => {
-                let protocol = if kind == "otlp" {
-                    OtlpProtocol::Grpc
-                } else {
-                    OtlpProtocol::Http
-                };
-                let config = read(value, path, |config: &OtlpExporterConfig| {
-                    config.validate(protocol)
-                })?;
-                Ok(match protocol {
-                    OtlpProtocol::Grpc => Self::Otlp(config),
-                    OtlpProtocol::Http => Self::OtlpHttp(config),
-                })
-            }
-            "debug" => read(value, path, |_: &DebugConfig| Ok(())).map(Self::Debug),
-            "loki" => read(value, path, LokiConfig::validate).map(Self::Loki),
-            "prometheus" => read(value, path, PrometheusConfig::validate).map(Self::Prometheus),
-            "prometheusremotewrite" => {
-                read(value, path, RemoteWriteConfig::validate).map(Self::RemoteWrite)
-            }
-            "alertmanager" => {
-                read(value, path, AlertmanagerConfig::validate).map(Self::Alertmanager)
-            }
-            _ => Err(vec![unknown("exporter", kind, Self::TYPES, path)]),
-        }
-    }
-}
-
-impl ExtensionConfig {
-    pub const TYPES: &'static [&'static str] = &["health_check"];
-
-    pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
-        match kind {
-            "health_check" => read(value, path, HealthCheckConfig::validate).map(Self::HealthCheck),
-            _ => Err(vec![unknown("extension", kind, Self::TYPES, path)]),
         }
     }
 }

@@ -13,11 +13,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use opscope_model::TelemetryKind;
-use opscope_model::config::duration;
+use opscope_model::config::{Validate, duration};
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use components::{Carried, ExporterConfig, ExtensionConfig, ProcessorConfig, ReceiverConfig};
+pub use components::{
+    Carried, ConnectorConfig, ExporterConfig, ExtensionConfig, ProcessorConfig, ReceiverConfig,
+};
 
 /// The type of the pipelines that carry the correlator's signals to exporters.
 pub const SIGNALS: &str = "signals";
@@ -51,8 +53,11 @@ pub struct Config {
     pub receivers: BTreeMap<String, ReceiverConfig>,
     pub processors: BTreeMap<String, ProcessorConfig>,
     pub exporters: BTreeMap<String, ExporterConfig>,
+    pub connectors: BTreeMap<String, ConnectorConfig>,
     pub extensions: BTreeMap<String, ExtensionConfig>,
     pub service: ServiceConfig,
+    /// Settings still honoured in an old form, each with the form that replaces it.
+    pub deprecations: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -183,6 +188,13 @@ impl Config {
             ExporterConfig::parse,
             &mut errors,
         );
+        let connectors = read_section(
+            section("connectors"),
+            "connectors",
+            &mut invalid,
+            ConnectorConfig::parse,
+            &mut errors,
+        );
         let extensions = read_section(
             section("extensions"),
             "extensions",
@@ -194,7 +206,7 @@ impl Config {
         for unknown in sections.keys() {
             errors.push(ConfigError::new(
                 unknown,
-                "unknown key (expected receivers, processors, exporters, extensions, service)",
+                "unknown key (expected receivers, processors, exporters, connectors, extensions, service)",
             ));
         }
         let service: Option<ServiceConfig> = if service.is_null() {
@@ -208,13 +220,16 @@ impl Config {
         let Some(service) = service else {
             return Err(ConfigErrors(errors));
         };
-        let config = Config {
+        let mut config = Config {
             receivers,
             processors,
             exporters,
+            connectors,
             extensions,
             service,
+            deprecations: Vec::new(),
         };
+        config.connect_prometheus_exporters_of_traces_and_logs();
         config.check_service(&invalid, &mut errors);
         if errors.is_empty() {
             Ok(config)
@@ -248,10 +263,11 @@ impl Config {
     /// A one-line description for `opscope validate`.
     pub fn summary(&self) -> String {
         format!(
-            "{} receiver(s), {} processor(s), {} exporter(s), {} pipeline(s): {}",
+            "{} receiver(s), {} processor(s), {} exporter(s), {} connector(s), {} pipeline(s): {}",
             self.receivers.len(),
             self.processors.len(),
             self.exporters.len(),
+            self.connectors.len(),
             self.service.pipelines.len(),
             self.service
                 .pipelines
@@ -298,12 +314,15 @@ impl Config {
         errors: &mut Vec<ConfigError>,
     ) {
         for (index, id) in pipeline.receivers.iter().enumerate() {
-            if let Some(receiver) = self.receivers.get(id)
-                && !receiver.feeds(kind)
-            {
+            let produces = match (self.receivers.get(id), self.connectors.get(id)) {
+                (Some(receiver), _) => Some(("receiver", receiver.feeds(kind))),
+                (None, Some(connector)) => Some(("connector", connector.feeds(kind))),
+                (None, None) => None,
+            };
+            if let Some((what, false)) = produces {
                 errors.push(ConfigError::new(
                     format!("{path}.receivers[{index}]"),
-                    format!("receiver \"{id}\" produces no {}", kind.name()),
+                    format!("{what} \"{id}\" produces no {}", kind.name()),
                 ));
             }
         }
@@ -318,12 +337,18 @@ impl Config {
         errors: &mut Vec<ConfigError>,
     ) {
         for (index, id) in pipeline.exporters.iter().enumerate() {
-            if let Some(exporter) = self.exporters.get(id)
-                && !exporter.carries(carried)
-            {
+            let takes = match (self.exporters.get(id), self.connectors.get(id), carried) {
+                (Some(exporter), _, _) => Some(("exporter", exporter.carries(carried))),
+                (None, Some(connector), Carried::Telemetry(kind)) => {
+                    Some(("connector", connector.takes(kind)))
+                }
+                (None, Some(_), Carried::Signals) => Some(("connector", false)),
+                (None, None, _) => None,
+            };
+            if let Some((what, false)) = takes {
                 errors.push(ConfigError::new(
                     format!("{path}.exporters[{index}]"),
-                    format!("exporter \"{id}\" cannot carry {}", carried.name()),
+                    format!("{what} \"{id}\" cannot carry {}", carried.name()),
                 ));
             }
         }
@@ -384,7 +409,12 @@ impl Config {
                 &path,
                 "receivers",
                 &pipeline.receivers,
-                |r| self.receivers.contains_key(r) || defined_but_invalid("receivers", r),
+                |r| {
+                    self.receivers.contains_key(r)
+                        || self.connectors.contains_key(r)
+                        || defined_but_invalid("receivers", r)
+                        || defined_but_invalid("connectors", r)
+                },
                 errors,
             );
             check_references(
@@ -399,10 +429,16 @@ impl Config {
                 &path,
                 "exporters",
                 &pipeline.exporters,
-                |e| self.exporters.contains_key(e) || defined_but_invalid("exporters", e),
+                |e| {
+                    self.exporters.contains_key(e)
+                        || self.connectors.contains_key(e)
+                        || defined_but_invalid("exporters", e)
+                        || defined_but_invalid("connectors", e)
+                },
                 errors,
             );
         }
+        self.check_connectors(errors);
         for (index, id) in self.service.extensions.iter().enumerate() {
             if !self.extensions.contains_key(id) && !defined_but_invalid("extensions", id) {
                 errors.push(ConfigError::new(
@@ -435,6 +471,88 @@ impl Config {
             errors.push(ConfigError::new(
                 "service.telemetry.logs.level",
                 format!("invalid level \"{}\"", self.service.telemetry.logs.level),
+            ));
+        }
+    }
+}
+
+impl Config {
+    /// A connector is an exporter of some pipelines and a receiver of others, and
+    /// its id names nothing else.
+    fn check_connectors(&self, errors: &mut Vec<ConfigError>) {
+        let pipelines = &self.service.pipelines;
+        for id in self.connectors.keys() {
+            let path = format!("connectors.{id}");
+            if self.receivers.contains_key(id) || self.exporters.contains_key(id) {
+                errors.push(ConfigError::new(
+                    &path,
+                    "a receiver or exporter has the same id; give the connector its own",
+                ));
+            }
+            if !pipelines.values().any(|p| p.exporters.contains(id)) {
+                errors.push(ConfigError::new(
+                    &path,
+                    "no pipeline lists it as an exporter (list it in the exporters of a traces or logs pipeline)",
+                ));
+            }
+            if !pipelines.values().any(|p| p.receivers.contains(id)) {
+                errors.push(ConfigError::new(
+                    &path,
+                    "no pipeline lists it as a receiver (list it in the receivers of a metrics pipeline)",
+                ));
+            }
+        }
+    }
+
+    /// Until this release a `prometheus` or `prometheusremotewrite` exporter listed
+    /// in a traces or logs pipeline derived the operator metrics itself. That config
+    /// keeps working: each such exporter gets an `operator_metrics` connector of its
+    /// own in those pipelines, feeding a metrics pipeline that exports to it, and a
+    /// deprecation naming the new form.
+    fn connect_prometheus_exporters_of_traces_and_logs(&mut self) {
+        let mut rewired: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (pipeline_id, pipeline) in &mut self.service.pipelines {
+            let kind = TelemetryKind::parse(components::component_type(pipeline_id));
+            if !matches!(kind, Some(TelemetryKind::Traces | TelemetryKind::Logs)) {
+                continue;
+            }
+            for exporter in &mut pipeline.exporters {
+                if !matches!(
+                    self.exporters.get(exporter.as_str()),
+                    Some(ExporterConfig::Prometheus(_) | ExporterConfig::RemoteWrite(_))
+                ) {
+                    continue;
+                }
+                let connector = format!("operator_metrics/{exporter}");
+                rewired
+                    .entry(exporter.clone())
+                    .or_default()
+                    .push(pipeline_id.clone());
+                *exporter = connector;
+            }
+        }
+        for (exporter, pipelines) in rewired {
+            let connector = format!("operator_metrics/{exporter}");
+            self.connectors.insert(
+                connector.clone(),
+                ConnectorConfig::OperatorMetrics(Default::default()),
+            );
+            self.service.pipelines.insert(
+                format!("metrics/{connector}"),
+                PipelineConfig {
+                    receivers: vec![connector.clone()],
+                    processors: Vec::new(),
+                    exporters: vec![exporter.clone()],
+                },
+            );
+            self.deprecations.push(format!(
+                "exporter \"{exporter}\" is listed in the {} pipeline(s): a Prometheus exporter takes \
+                 only metrics and signals now. Derive the operator metrics with the operator_metrics \
+                 connector instead: `connectors: {{ operator_metrics: {{}} }}`, list \
+                 operator_metrics in the exporters of those pipelines and add a metrics pipeline \
+                 `{{ receivers: [operator_metrics], exporters: [{exporter}] }}`. This form is \
+                 still read, for this release only.",
+                pipelines.join(", ")
             ));
         }
     }

@@ -41,7 +41,8 @@ fn embedded_default_is_valid_and_listens_on_localhost() {
     let config =
         Config::from_yaml(DEFAULT_CONFIG, &no_env).expect("the embedded default validates");
     let kinds: Vec<_> = config.pipelines().map(|p| p.kind).collect();
-    assert_eq!(kinds.len(), 3);
+    // traces, logs, metrics and metrics/operator (fed by the operator_metrics connector).
+    assert_eq!(kinds.len(), 4);
     let ReceiverConfig::Otlp(otlp) = &config.receivers["otlp"] else {
         panic!("an otlp receiver");
     };
@@ -371,5 +372,72 @@ fn a_receiver_only_feeds_pipelines_of_what_it_produces() {
     assert_eq!(
         errors_of(&yaml),
         ["service.pipelines.traces.receivers[1]: receiver \"k8s_audit\" produces no traces"]
+    );
+}
+
+/// BASE with an `operator_metrics` connector between the traces pipeline and a
+/// metrics pipeline exporting to Prometheus.
+fn connected(traces_exporters: &str, metrics_receivers: &str) -> String {
+    BASE.replace(
+        "  debug:\nservice:",
+        "  debug:\n  prometheus:\n    endpoint: 127.0.0.1:0\nconnectors:\n  operator_metrics:\nservice:",
+    )
+    .replace("exporters: [otlp/jaeger, debug]", traces_exporters)
+        + &format!(
+            "    metrics:\n      receivers: {metrics_receivers}\n      exporters: [prometheus]\n"
+        )
+}
+
+#[test]
+fn a_connector_is_an_exporter_of_traces_and_a_receiver_of_metrics() {
+    let yaml = connected("exporters: [debug, operator_metrics]", "[operator_metrics]");
+    let config = Config::from_yaml(&yaml, &no_env).expect("valid");
+    assert!(matches!(
+        config.connectors.get("operator_metrics"),
+        Some(ConnectorConfig::OperatorMetrics(_))
+    ));
+    assert!(config.deprecations.is_empty());
+
+    let unfed = connected("exporters: [debug]", "[operator_metrics]");
+    assert_eq!(
+        errors_of(&unfed),
+        [
+            "connectors.operator_metrics: no pipeline lists it as an exporter (list it in the \
+          exporters of a traces or logs pipeline)"
+        ]
+    );
+    let backwards = connected("exporters: [debug, operator_metrics]", "[otlp]").replace(
+        "exporters: [prometheus]",
+        "exporters: [prometheus, operator_metrics]",
+    );
+    assert_eq!(
+        errors_of(&backwards),
+        [
+            "service.pipelines.metrics.exporters[1]: connector \"operator_metrics\" cannot carry metrics",
+            "connectors.operator_metrics: no pipeline lists it as a receiver (list it in the \
+             receivers of a metrics pipeline)",
+        ]
+    );
+}
+
+#[test]
+fn a_prometheus_exporter_of_traces_is_still_read_with_a_deprecation() {
+    let yaml = connected("exporters: [debug, prometheus]", "[otlp]")
+        .replace("connectors:\n  operator_metrics:\n", "");
+    let config = Config::from_yaml(&yaml, &no_env).expect("the old form is still valid");
+    assert_eq!(
+        config.service.pipelines["traces"].exporters,
+        ["debug", "operator_metrics/prometheus"]
+    );
+    let derived = &config.service.pipelines["metrics/operator_metrics/prometheus"];
+    assert_eq!(derived.receivers, ["operator_metrics/prometheus"]);
+    assert_eq!(derived.exporters, ["prometheus"]);
+    let [deprecation] = config.deprecations.as_slice() else {
+        panic!("one deprecation: {:?}", config.deprecations);
+    };
+    assert!(
+        deprecation.contains("exporter \"prometheus\" is listed in the traces pipeline(s)")
+            && deprecation.contains("connectors: { operator_metrics: {} }"),
+        "{deprecation}"
     );
 }

@@ -10,7 +10,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use opscope_net::server_tls::ServerTlsConfig;
 use serde::Deserialize;
 
@@ -33,8 +33,8 @@ impl Default for HealthCheckConfig {
     }
 }
 
-impl HealthCheckConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for HealthCheckConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         check_listen_address(&self.endpoint).map_err(|m| FieldError::new("endpoint", m))?;
         self.tls.as_ref().map_or(Ok(()), ServerTlsConfig::validate)
     }

@@ -6,7 +6,7 @@
 //! decode into (`max_items`, `max_decoded_size_mib`) is checked on its bytes, before
 //! decoding (`decode_budget`).
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use opscope_model::{Telemetry, TelemetryKind};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -57,8 +57,8 @@ impl Default for InputLimits {
     }
 }
 
-impl InputLimits {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for InputLimits {
+    fn validate(&self) -> Result<(), FieldError> {
         for (field, value) in [
             ("max_attributes", self.max_attributes),
             ("max_attribute_key_bytes", self.max_attribute_key_bytes),

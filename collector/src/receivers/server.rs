@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use tokio::net::TcpListener;
 
 use super::auth::{AuthConfig, Authenticator};
@@ -54,19 +54,6 @@ pub struct ServerSecurity {
 }
 
 impl SecuritySettings<'_> {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        let in_server_settings = |error: FieldError| {
-            FieldError::new(format!("{}{}", self.at, error.field), error.message)
-        };
-        if let Some(tls) = self.tls {
-            tls.validate().map_err(in_server_settings)?;
-        }
-        if let Some(auth) = self.auth {
-            auth.validate().map_err(in_server_settings)?;
-        }
-        Ok(())
-    }
-
     /// Builds the server's TLS config and authenticator; a file that no longer
     /// reads as it did at validation fails the start with its setting's path.
     pub fn build(
@@ -102,6 +89,21 @@ impl SecuritySettings<'_> {
     }
 }
 
+impl Validate for SecuritySettings<'_> {
+    fn validate(&self) -> Result<(), FieldError> {
+        let in_server_settings = |error: FieldError| {
+            FieldError::new(format!("{}{}", self.at, error.field), error.message)
+        };
+        if let Some(tls) = self.tls {
+            tls.validate().map_err(in_server_settings)?;
+        }
+        if let Some(auth) = self.auth {
+            auth.validate().map_err(in_server_settings)?;
+        }
+        Ok(())
+    }
+}
+
 /// The connection settings of an HTTP receiver's server, as written (the
 /// OpenTelemetry Collector's `confighttp` names, and `max_connections`); a
 /// timeout of 0 is none.
@@ -116,10 +118,6 @@ pub struct HttpConnections {
 }
 
 impl HttpConnections {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        check_max_connections(self.max_connections, self.at)
-    }
-
     pub fn settings(&self) -> ConnectionSettings {
         let limit = |timeout: Duration| (!timeout.is_zero()).then_some(timeout);
         ConnectionSettings {
@@ -133,6 +131,12 @@ impl HttpConnections {
             keepalive: None,
             takes_data: true,
         }
+    }
+}
+
+impl Validate for HttpConnections {
+    fn validate(&self) -> Result<(), FieldError> {
+        check_max_connections(self.max_connections, self.at)
     }
 }
 

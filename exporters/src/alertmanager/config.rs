@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use serde::Deserialize;
 use url::Url;
 
@@ -52,23 +52,6 @@ fn default_timeout() -> Duration {
 }
 
 impl AlertmanagerConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        let urls = self.alerts_urls()?;
-        if let Some(generator_url) = &self.generator_url {
-            parse_http_url("generator_url", generator_url)?;
-        }
-        require_positive("resend_interval", self.resend_interval)?;
-        SharedSettings {
-            tls: &self.tls,
-            https: urls.iter().any(|url| url.starts_with("https://")),
-            headers: &self.headers,
-            timeout: self.timeout,
-            sending_queue: &self.sending_queue,
-            retry_on_failure: &self.retry_on_failure,
-        }
-        .validate()
-    }
-
     /// `<base URL>/api/v2/alerts` of every configured Alertmanager. A URL that
     /// already ends in `/api/v2/alerts` is used as it is.
     pub fn alerts_urls(&self) -> Result<Vec<String>, FieldError> {
@@ -100,6 +83,25 @@ impl AlertmanagerConfig {
             urls.push(url);
         }
         Ok(urls)
+    }
+}
+
+impl Validate for AlertmanagerConfig {
+    fn validate(&self) -> Result<(), FieldError> {
+        let urls = self.alerts_urls()?;
+        if let Some(generator_url) = &self.generator_url {
+            parse_http_url("generator_url", generator_url)?;
+        }
+        require_positive("resend_interval", self.resend_interval)?;
+        SharedSettings {
+            tls: &self.tls,
+            https: urls.iter().any(|url| url.starts_with("https://")),
+            headers: &self.headers,
+            timeout: self.timeout,
+            sending_queue: &self.sending_queue,
+            retry_on_failure: &self.retry_on_failure,
+        }
+        .validate()
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::{CancellationToken, DropGuard};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use serde::Deserialize;
 use url::Url;
 
@@ -76,23 +76,6 @@ fn default_labels() -> Vec<StreamLabel> {
 }
 
 impl LokiConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        let push_url = self.push_url()?;
-        SharedSettings {
-            tls: &self.tls,
-            https: push_url.scheme() == "https",
-            headers: &self.headers,
-            timeout: self.timeout,
-            sending_queue: &self.sending_queue,
-            retry_on_failure: &self.retry_on_failure,
-        }
-        .validate()?;
-        self.validate_tenant()?;
-        self.validate_auth()?;
-        self.validate_headers()?;
-        self.validate_labels()
-    }
-
     /// The URL requests go to: `endpoint` with [`PUSH_PATH`] appended unless it
     /// already ends with it.
     pub fn push_url(&self) -> Result<Url, FieldError> {
@@ -190,6 +173,25 @@ impl LokiConfig {
             seen.push(*label);
         }
         Ok(())
+    }
+}
+
+impl Validate for LokiConfig {
+    fn validate(&self) -> Result<(), FieldError> {
+        let push_url = self.push_url()?;
+        SharedSettings {
+            tls: &self.tls,
+            https: push_url.scheme() == "https",
+            headers: &self.headers,
+            timeout: self.timeout,
+            sending_queue: &self.sending_queue,
+            retry_on_failure: &self.retry_on_failure,
+        }
+        .validate()?;
+        self.validate_tenant()?;
+        self.validate_auth()?;
+        self.validate_headers()?;
+        self.validate_labels()
     }
 }
 

@@ -8,7 +8,7 @@ mod signals;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use opscope_proto::loki::PushRequest;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use reqwest::header::CONTENT_TYPE;

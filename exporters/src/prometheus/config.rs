@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use serde::Deserialize;
 use url::Url;
 
@@ -65,7 +65,16 @@ impl Default for PrometheusConfig {
 }
 
 impl PrometheusConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+    pub fn limits(&self) -> SeriesLimits {
+        SeriesLimits {
+            max_series: self.max_series,
+            expiration: self.metric_expiration,
+        }
+    }
+}
+
+impl Validate for PrometheusConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         let port = self
             .endpoint
             .rsplit_once(':')
@@ -82,13 +91,6 @@ impl PrometheusConfig {
             tls.validate()?;
         }
         validate_limits(self.metric_expiration, self.max_series)
-    }
-
-    pub fn limits(&self) -> SeriesLimits {
-        SeriesLimits {
-            max_series: self.max_series,
-            expiration: self.metric_expiration,
-        }
     }
 }
 
@@ -118,20 +120,6 @@ pub struct RemoteWriteConfig {
 }
 
 impl RemoteWriteConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        SharedSettings {
-            tls: &self.tls,
-            https: self.url()?.scheme() == "https",
-            headers: &self.headers,
-            timeout: self.timeout,
-            sending_queue: &self.sending_queue,
-            retry_on_failure: &self.retry_on_failure,
-        }
-        .validate()?;
-        validate_labels("external_labels", &self.external_labels)?;
-        validate_limits(self.metric_expiration, self.max_series)
-    }
-
     /// The endpoint, checked: `http` or `https` with a host.
     pub fn url(&self) -> Result<Url, FieldError> {
         let invalid = |why: String| {
@@ -158,6 +146,22 @@ impl RemoteWriteConfig {
             max_series: self.max_series,
             expiration: self.metric_expiration,
         }
+    }
+}
+
+impl Validate for RemoteWriteConfig {
+    fn validate(&self) -> Result<(), FieldError> {
+        SharedSettings {
+            tls: &self.tls,
+            https: self.url()?.scheme() == "https",
+            headers: &self.headers,
+            timeout: self.timeout,
+            sending_queue: &self.sending_queue,
+            retry_on_failure: &self.retry_on_failure,
+        }
+        .validate()?;
+        validate_labels("external_labels", &self.external_labels)?;
+        validate_limits(self.metric_expiration, self.max_series)
     }
 }
 

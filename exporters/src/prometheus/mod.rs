@@ -1,10 +1,9 @@
 //! The `prometheus` (scrape endpoint) and `prometheusremotewrite` exporters: one
-//! series model fed by traces, logs, metrics and signals, with two outputs.
+//! series model fed by metrics and signals, with two outputs.
 //!
-//! * Traces and logs give the operator metrics (`opscope_reconcile_total`,
-//!   `opscope_reconcile_duration_seconds`, `opscope_api_writes_total`) through their
-//!   correlator events; metrics are converted from OTLP; signals give
-//!   `opscope_signal_active` and `opscope_signals_total`.
+//! * Metrics are converted from OTLP (the operator metrics among them, from the
+//!   `operator_metrics` connector); signals give `opscope_signal_active` and
+//!   `opscope_signals_total`.
 //! * The pull endpoint serves the store as text 0.0.4 or OpenMetrics; remote write
 //!   pushes the series each batch touched. Both hold their own store, so an agent
 //!   can use either or both.
@@ -16,7 +15,6 @@ mod config;
 mod model;
 mod names;
 mod openmetrics;
-mod operator_metrics;
 mod otlp;
 mod pull;
 mod remote_write;

@@ -72,7 +72,8 @@ pub struct HistogramValue {
 }
 
 impl HistogramValue {
-    /// One observation in a histogram with these bounds.
+    /// One observation in a histogram with these bounds (the tests' building block).
+    #[cfg(test)]
     pub fn observation(bounds: &[f64], value: f64, exemplar: Option<Exemplar>) -> Self {
         let bucket = bounds
             .iter()

@@ -10,11 +10,13 @@ use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value};
 use opscope_proto::otlp::metrics::v1::{
     AggregationTemporality, DataPointFlags, HistogramDataPoint, Metric, NumberDataPoint,
-    SummaryDataPoint, metric::Data, number_data_point,
+    SummaryDataPoint, exemplar, metric::Data, number_data_point,
 };
 
-use super::model::{Change, FamilyDesc, HistogramValue, Kind, Labels, Op, SummaryValue, Value};
-use super::names::{LabelSet, family_name};
+use super::model::{
+    Change, Exemplar, FamilyDesc, HistogramValue, Kind, Labels, Op, SummaryValue, Value,
+};
+use super::names::{LabelSet, family_name, label_name};
 
 const SERVICE_NAMESPACE: &str = "service.namespace";
 const SERVICE_INSTANCE_ID: &str = "service.instance.id";
@@ -257,12 +259,63 @@ fn histogram_value(point: &HistogramDataPoint) -> Option<HistogramValue> {
     } else {
         return None;
     };
+    let exemplars = exemplars(point, &bounds);
     Some(HistogramValue {
         bounds,
         counts,
         sum: point.sum.unwrap_or(0.0),
-        exemplars: Vec::new(),
+        exemplars,
     })
+}
+
+/// Characters (names and values) an OpenMetrics exemplar's labels may have.
+const MAX_EXEMPLAR_LABEL_CHARS: usize = 128;
+
+/// A point's exemplars as Prometheus keeps them: the latest of each bucket (none at
+/// all when the point has none), labelled with the trace and span ids, then the
+/// filtered attributes, as many as fit in what OpenMetrics allows.
+fn exemplars(point: &HistogramDataPoint, bounds: &[f64]) -> Vec<Option<Exemplar>> {
+    if point.exemplars.is_empty() {
+        return Vec::new();
+    }
+    let mut by_bucket = vec![None; bounds.len() + 1];
+    for exemplar in &point.exemplars {
+        let value = match exemplar.value {
+            Some(exemplar::Value::AsDouble(value)) => value,
+            Some(exemplar::Value::AsInt(value)) => value as f64,
+            None => continue,
+        };
+        let ids = [
+            ("trace_id", &exemplar.trace_id),
+            ("span_id", &exemplar.span_id),
+        ]
+        .into_iter()
+        .filter(|(_, id)| !id.is_empty())
+        .map(|(name, id)| (name.to_string(), hex::encode(id)));
+        let attributes = exemplar
+            .filtered_attributes
+            .iter()
+            .map(|kv| (label_name(&kv.key), value_text(kv.value.as_ref())));
+        let mut labels = Labels::new();
+        let mut room = MAX_EXEMPLAR_LABEL_CHARS;
+        for (name, text) in ids.chain(attributes) {
+            let length = name.chars().count() + text.chars().count();
+            let taken = labels.iter().any(|(known, _)| *known == name);
+            if !text.is_empty() && !name.is_empty() && !taken && length <= room {
+                room -= length;
+                labels.push((name, text));
+            }
+        }
+        labels.sort();
+        let bucket = bounds
+            .iter()
+            .position(|bound| value <= *bound)
+            .unwrap_or(bounds.len());
+        if let Some(slot) = by_bucket.get_mut(bucket) {
+            *slot = Some(Exemplar { labels, value });
+        }
+    }
+    by_bucket
 }
 
 fn summaries(
@@ -432,7 +485,7 @@ mod tests {
     /// The sample lines of the text exposition after feeding the batches.
     fn exposed(state: &mut SeriesState, batches: &[ExportMetricsServiceRequest]) -> Vec<String> {
         for batch in batches {
-            let changes = state.telemetry_changes(batch);
+            let changes = state.metric_changes(batch);
             state.apply(changes, Instant::now());
         }
         text::encode(state.store())

@@ -6,9 +6,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use opscope_model::Telemetry;
-use opscope_model::config::FieldError;
-use opscope_processors::CorrelatorEvents;
+use opscope_model::config::{FieldError, Validate};
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::PrometheusConfig;
@@ -112,10 +111,9 @@ impl PrometheusExporter {
     }
 }
 
-/// Metrics are converted; traces and logs feed the reconcile and write counts.
-impl<T: Telemetry + CorrelatorEvents> Exporter<T> for PrometheusExporter {
-    async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
-        Ok(self.update(|state| state.telemetry_changes(batch)))
+impl Exporter<ExportMetricsServiceRequest> for PrometheusExporter {
+    async fn export(&self, batch: &ExportMetricsServiceRequest) -> Result<Delivery, ExportError> {
+        Ok(self.update(|state| state.metric_changes(batch)))
     }
 }
 

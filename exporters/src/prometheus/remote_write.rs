@@ -5,9 +5,8 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use opscope_model::Telemetry;
-use opscope_model::config::FieldError;
-use opscope_processors::CorrelatorEvents;
+use opscope_model::config::{FieldError, Validate};
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::prost::Message;
 use opscope_proto::remote_write::WriteRequest;
 use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, USER_AGENT};
@@ -102,10 +101,9 @@ impl RemoteWriteExporter {
     }
 }
 
-/// Metrics are converted; traces and logs feed the reconcile and write counts.
-impl<T: Telemetry + CorrelatorEvents> Exporter<T> for RemoteWriteExporter {
-    async fn export(&self, batch: &T) -> Result<Delivery, ExportError> {
-        self.push(|state| state.telemetry_changes(batch)).await
+impl Exporter<ExportMetricsServiceRequest> for RemoteWriteExporter {
+    async fn export(&self, batch: &ExportMetricsServiceRequest) -> Result<Delivery, ExportError> {
+        self.push(|state| state.metric_changes(batch)).await
     }
 }
 

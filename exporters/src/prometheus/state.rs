@@ -1,19 +1,14 @@
-//! What a Prometheus exporter keeps between batches (the series store, the reconciles
-//! already counted, the signals firing) and how a batch changes it: resolved first,
-//! committed after — at once for the pull endpoint, after a successful send for
-//! remote write, so a retried batch is never counted twice.
+//! What a Prometheus exporter keeps between batches (the series store, the signals
+//! firing) and how a batch changes it: resolved first, committed after — at once for
+//! the pull endpoint, after a successful send for remote write, so a retried batch
+//! (of delta metrics, say) is never counted twice.
 
-use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
-use opscope_model::Telemetry;
-use opscope_processors::CorrelatorEvents;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 
 use super::model::{Change, Labels};
-use super::operator_metrics::{RecentReconciles, Seen, event_changes};
 use super::otlp::metric_changes;
 use super::signals::{ActiveSignals, signal_changes};
 use super::store::{Refusals, Resolution, SeriesLimits, SeriesStore};
@@ -41,7 +36,6 @@ pub fn delivery(refused: &Refusals) -> Delivery {
 #[derive(Debug, Default)]
 pub struct Changes {
     series: Vec<Change>,
-    reconciles: Vec<(Arc<str>, Seen)>,
     signals: Vec<(String, Option<Labels>)>,
     /// Items conversion could not take.
     refused: Refusals,
@@ -51,7 +45,6 @@ pub struct SeriesState {
     /// The exporter's name, for logs.
     name: String,
     store: SeriesStore,
-    reconciles: RecentReconciles,
     signals: ActiveSignals,
     /// Constant (pull) or external (remote write) labels, on every series that does
     /// not set them itself.
@@ -63,7 +56,6 @@ impl SeriesState {
         Self {
             name: name.to_string(),
             store: SeriesStore::new(limits),
-            reconciles: RecentReconciles::default(),
             signals: ActiveSignals::default(),
             extra_labels: extra_labels
                 .iter()
@@ -76,26 +68,14 @@ impl SeriesState {
         &self.store
     }
 
-    /// Metrics batches are converted; traces and logs count what their correlator
-    /// events say about reconciles and writes.
-    pub fn telemetry_changes<T: Telemetry + CorrelatorEvents>(&self, batch: &T) -> Changes {
-        if let Some(metrics) = (batch as &dyn Any).downcast_ref::<ExportMetricsServiceRequest>() {
-            let converted = metric_changes(metrics, &self.extra_labels);
-            return Changes {
-                series: converted.series,
-                refused: Refusals {
-                    unsupported: converted.unsupported,
-                    ..Refusals::default()
-                },
-                ..Changes::default()
-            };
-        }
-        let mut events = Vec::new();
-        batch.correlator_events(&mut events);
-        let derived = event_changes(&events, &self.reconciles, &self.extra_labels);
+    pub fn metric_changes(&self, batch: &ExportMetricsServiceRequest) -> Changes {
+        let converted = metric_changes(batch, &self.extra_labels);
         Changes {
-            series: derived.series,
-            reconciles: derived.marks,
+            series: converted.series,
+            refused: Refusals {
+                unsupported: converted.unsupported,
+                ..Refusals::default()
+            },
             ..Changes::default()
         }
     }
@@ -109,7 +89,6 @@ impl SeriesState {
                 unsupported: derived.refused,
                 ..Refusals::default()
             },
-            ..Changes::default()
         }
     }
 
@@ -130,7 +109,6 @@ impl SeriesState {
                 "prometheus: items not exposed");
         }
         self.store.commit(resolution, now);
-        self.reconciles.remember(changes.reconciles);
         self.signals.remember(changes.signals);
         refused
     }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use opscope_model::memory::{MemoryAccount, MemoryHold};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -88,7 +88,36 @@ pub enum AckPolicy {
 }
 
 impl QueueConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+    /// Whether receivers wait for this queue before they answer.
+    pub fn acknowledges_durably(&self) -> bool {
+        self.ack == AckPolicy::Durable
+    }
+
+    fn durable_limits(&self) -> DurableLimits {
+        const MIB: u64 = 1024 * 1024;
+        DurableLimits {
+            batches: self.queue_size as u64,
+            bytes: self.max_size_mib.saturating_mul(MIB),
+            segment_bytes: self.segment_size_mib.saturating_mul(MIB),
+            fsync: match self.fsync {
+                FsyncPolicy::Always => Fsync::Always,
+                FsyncPolicy::Interval => Fsync::Interval(self.fsync_interval),
+                FsyncPolicy::Never => Fsync::Never,
+            },
+        }
+    }
+
+    fn capacity_and_consumers(&self) -> (usize, usize) {
+        if self.enabled {
+            (self.queue_size, self.num_consumers)
+        } else {
+            (1, 1)
+        }
+    }
+}
+
+impl Validate for QueueConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.enabled && self.queue_size == 0 {
             return Err(FieldError::new("queue_size", "must be at least 1"));
         }
@@ -117,33 +146,6 @@ impl QueueConfig {
             return Err(FieldError::new("fsync_interval", "must be longer than 0"));
         }
         Ok(())
-    }
-
-    /// Whether receivers wait for this queue before they answer.
-    pub fn acknowledges_durably(&self) -> bool {
-        self.ack == AckPolicy::Durable
-    }
-
-    fn durable_limits(&self) -> DurableLimits {
-        const MIB: u64 = 1024 * 1024;
-        DurableLimits {
-            batches: self.queue_size as u64,
-            bytes: self.max_size_mib.saturating_mul(MIB),
-            segment_bytes: self.segment_size_mib.saturating_mul(MIB),
-            fsync: match self.fsync {
-                FsyncPolicy::Always => Fsync::Always,
-                FsyncPolicy::Interval => Fsync::Interval(self.fsync_interval),
-                FsyncPolicy::Never => Fsync::Never,
-            },
-        }
-    }
-
-    fn capacity_and_consumers(&self) -> (usize, usize) {
-        if self.enabled {
-            (self.queue_size, self.num_consumers)
-        } else {
-            (1, 1)
-        }
     }
 }
 

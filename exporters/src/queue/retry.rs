@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use opscope_model::config::duration;
+use opscope_model::config::{FieldError, Validate, duration};
 use rand::Rng;
 use serde::Deserialize;
 
@@ -35,8 +35,8 @@ impl Default for RetryConfig {
     }
 }
 
-impl RetryConfig {
-    pub fn validate(&self) -> Result<(), opscope_model::config::FieldError> {
+impl Validate for RetryConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         use opscope_model::config::FieldError;
         if self.initial_interval.is_zero() {
             return Err(FieldError::new(

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
@@ -130,17 +130,6 @@ impl ServerTlsConfig {
         }
     }
 
-    /// Checks the settings and that every file reads as what it should hold.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        let (cert, key) = self.files()?;
-        let provider = crypto_provider();
-        load_certified_key(cert, key, &provider)?;
-        if let Some(client_ca) = &self.client_ca_file {
-            client_verifier(client_ca, &provider)?;
-        }
-        Ok(())
-    }
-
     /// The rustls config of one server: its certificate reloaded on change, and
     /// client certificates required when `client_ca_file` is set.
     pub fn server_config(
@@ -174,6 +163,19 @@ impl ServerTlsConfig {
             Alpn::Http2AndHttp1 => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
         };
         Ok(Arc::new(config))
+    }
+}
+
+impl Validate for ServerTlsConfig {
+    /// Checks the settings and that every file reads as what it should hold.
+    fn validate(&self) -> Result<(), FieldError> {
+        let (cert, key) = self.files()?;
+        let provider = crypto_provider();
+        load_certified_key(cert, key, &provider)?;
+        if let Some(client_ca) = &self.client_ca_file {
+            client_verifier(client_ca, &provider)?;
+        }
+        Ok(())
     }
 }
 

@@ -9,7 +9,7 @@ use super::finalizer_leak::FinalizerLeakConfig;
 use super::reconcile_loop::ReconcileLoopConfig;
 use super::resource_leak::ResourceLeakConfig;
 use super::write_conflict::WriteConflictConfig;
-use opscope_model::config::{FieldError, duration, positive};
+use opscope_model::config::{FieldError, Validate, duration, positive};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -46,8 +46,8 @@ impl Default for CorrelatorConfig {
     }
 }
 
-impl CorrelatorConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for CorrelatorConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         let sections = [
             ("reconcile_loop", self.reconcile_loop.validate()),
             ("write_conflict", self.write_conflict.validate()),

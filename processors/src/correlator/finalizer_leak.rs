@@ -13,7 +13,7 @@ use super::lifecycle::{CRITICAL_FACTOR, Finding, SignalTrack, figures, severity_
 use super::recent_reconciles::ReconcileNote;
 use super::window::nanos;
 use opscope_model::config::positive;
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::timestamp::Nanos;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -32,8 +32,8 @@ impl Default for FinalizerLeakConfig {
     }
 }
 
-impl FinalizerLeakConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for FinalizerLeakConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         positive("max_age", self.max_age)
     }
 }

@@ -13,7 +13,7 @@ use super::lifecycle::{Finding, figures, severity_for};
 use super::recent_reconciles::ReconcileNote;
 use super::window::{Bucket, BucketRing, nanos};
 use super::writers::SpecWrites;
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::config::{positive, share};
 use opscope_model::signal::MAX_EVIDENCE;
 use opscope_model::timestamp::Nanos;
@@ -50,8 +50,8 @@ impl Default for ReconcileLoopConfig {
     }
 }
 
-impl ReconcileLoopConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for ReconcileLoopConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.min_reconciles < 2 {
             return Err(FieldError::new("min_reconciles", "must be at least 2"));
         }

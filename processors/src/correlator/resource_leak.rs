@@ -12,7 +12,7 @@ use super::gauge_series::{GaugeSeries, Trend};
 use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
 use super::window::nanos;
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::config::{positive, share};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 use opscope_model::signal::{MAX_EVIDENCE, Signal, SignalType};
@@ -53,7 +53,14 @@ impl Default for ResourceLeakConfig {
 }
 
 impl ResourceLeakConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+    fn samples(&self) -> usize {
+        let samples = self.window.as_nanos() / self.sample_interval.as_nanos().max(1);
+        usize::try_from(samples.clamp(3, MAX_SAMPLES)).unwrap_or(3)
+    }
+}
+
+impl Validate for ResourceLeakConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         positive("window", self.window)?;
         positive("sample_interval", self.sample_interval)?;
         let samples = self.window.as_nanos() / self.sample_interval.as_nanos();
@@ -74,11 +81,6 @@ impl ResourceLeakConfig {
             return Err(FieldError::new("max_instances", "must be at least 1"));
         }
         Ok(())
-    }
-
-    fn samples(&self) -> usize {
-        let samples = self.window.as_nanos() / self.sample_interval.as_nanos().max(1);
-        usize::try_from(samples.clamp(3, MAX_SAMPLES)).unwrap_or(3)
     }
 }
 

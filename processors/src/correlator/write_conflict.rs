@@ -13,7 +13,7 @@ use super::overlap::{ReconcileOverlap, Run};
 use super::window::{Bucket, BucketRing, nanos};
 use super::writers::{RecentWriters, Writer};
 use opscope_model::config::positive;
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::timestamp::Nanos;
 
 /// Buckets of the sliding window: one per second with the default window.
@@ -40,8 +40,8 @@ impl Default for WriteConflictConfig {
     }
 }
 
-impl WriteConflictConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for WriteConflictConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.min_conflicts == 0 {
             return Err(FieldError::new("min_conflicts", "must be at least 1"));
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::state::Limits;
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 
 const MIB: u64 = 1024 * 1024;
 /// The spike allowance when none is configured, as in the OpenTelemetry Collector.
@@ -39,7 +39,42 @@ impl Default for MemoryLimiterConfig {
 }
 
 impl MemoryLimiterConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+    /// Whether [`limits`](Self::limits) needs the memory the process may use.
+    pub fn needs_total_memory(&self) -> bool {
+        self.limit_percentage.is_some() || self.spike_limit_percentage.is_some()
+    }
+
+    /// The limits in bytes; `total` is the memory the process may use (read only when
+    /// a percentage is configured).
+    pub fn limits(&self, total: u64) -> Result<Limits, FieldError> {
+        let percent_of_total = |percent: u64| total / 100 * percent;
+        let hard = match (self.limit_mib, self.limit_percentage) {
+            (Some(mib), _) => mib.saturating_mul(MIB),
+            (None, Some(percent)) => percent_of_total(percent),
+            (None, None) => return Err(FieldError::new("limit_mib", "is not set")),
+        };
+        let spike = match (self.spike_limit_mib, self.spike_limit_percentage) {
+            (Some(mib), _) => mib.saturating_mul(MIB),
+            (None, Some(percent)) => percent_of_total(percent),
+            (None, None) => hard / 100 * DEFAULT_SPIKE_PERCENT_OF_LIMIT,
+        };
+        if spike >= hard {
+            return Err(FieldError::new(
+                "spike_limit_mib",
+                format!(
+                    "the spike allowance ({spike} bytes) is not below the limit ({hard} bytes)"
+                ),
+            ));
+        }
+        Ok(Limits {
+            soft: hard - spike,
+            hard,
+        })
+    }
+}
+
+impl Validate for MemoryLimiterConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.check_interval.is_zero() {
             return Err(FieldError::new("check_interval", "must be longer than 0"));
         }
@@ -84,39 +119,6 @@ impl MemoryLimiterConfig {
             ));
         }
         Ok(())
-    }
-
-    /// Whether [`limits`](Self::limits) needs the memory the process may use.
-    pub fn needs_total_memory(&self) -> bool {
-        self.limit_percentage.is_some() || self.spike_limit_percentage.is_some()
-    }
-
-    /// The limits in bytes; `total` is the memory the process may use (read only when
-    /// a percentage is configured).
-    pub fn limits(&self, total: u64) -> Result<Limits, FieldError> {
-        let percent_of_total = |percent: u64| total / 100 * percent;
-        let hard = match (self.limit_mib, self.limit_percentage) {
-            (Some(mib), _) => mib.saturating_mul(MIB),
-            (None, Some(percent)) => percent_of_total(percent),
-            (None, None) => return Err(FieldError::new("limit_mib", "is not set")),
-        };
-        let spike = match (self.spike_limit_mib, self.spike_limit_percentage) {
-            (Some(mib), _) => mib.saturating_mul(MIB),
-            (None, Some(percent)) => percent_of_total(percent),
-            (None, None) => hard / 100 * DEFAULT_SPIKE_PERCENT_OF_LIMIT,
-        };
-        if spike >= hard {
-            return Err(FieldError::new(
-                "spike_limit_mib",
-                format!(
-                    "the spike allowance ({spike} bytes) is not below the limit ({hard} bytes)"
-                ),
-            ));
-        }
-        Ok(Limits {
-            soft: hard - spike,
-            hard,
-        })
     }
 }
 

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use wildmatch::WildMatch;
 
 use opscope_model::attributes::get_str;
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use opscope_model::semconv::{
     K8S_CONTAINER_NAME, K8S_DEPLOYMENT_NAME, K8S_NAMESPACE_NAME, K8S_POD_NAME, OPERATOR_NAME,
     SERVICE_NAME,
@@ -29,8 +29,8 @@ fn any() -> String {
     "*".into()
 }
 
-impl OperatorMapping {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for OperatorMapping {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.operator.trim().is_empty() {
             return Err(FieldError::new("operator", "must not be empty"));
         }

@@ -9,7 +9,7 @@ mod guard;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use opscope_model::config::FieldError;
+use opscope_model::config::{FieldError, Validate};
 use serde::Deserialize;
 
 pub use credentials::Authenticator;
@@ -57,8 +57,8 @@ impl fmt::Debug for Secret {
     }
 }
 
-impl AuthConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for AuthConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.bearer_tokens.is_empty() && self.bearer_token_file.is_none() && self.basic.is_none()
         {
             return Err(FieldError::new(

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use serde::Deserialize;
 
 const KIB: usize = 1024;
@@ -84,8 +84,8 @@ impl Default for FilelogConfig {
     }
 }
 
-impl FilelogConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for FilelogConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.include.is_empty() {
             return Err(FieldError::new("include", "name at least one glob"));
         }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use serde::Deserialize;
 
 use crate::config::check_listen_address;
@@ -137,8 +137,10 @@ impl K8sAuditConfig {
             at: "",
         }
     }
+}
 
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for K8sAuditConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if let Some(tail) = self.file_tail() {
             tail.validate().map_err(|e| {
                 FieldError::new(

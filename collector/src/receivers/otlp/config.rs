@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use serde::{Deserialize, Deserializer};
 
 use crate::config::check_listen_address;
@@ -189,8 +189,8 @@ impl HttpConfig {
     }
 }
 
-impl OtlpReceiverConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for OtlpReceiverConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         if self.protocols.grpc.is_none() && self.protocols.http.is_none() {
             return Err(FieldError::new("protocols", "enable grpc, http or both"));
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, duration, optional_duration};
+use opscope_model::config::{FieldError, Validate, duration, optional_duration};
 use opscope_net::client_tls::TlsClientConfig;
 use serde::Deserialize;
 
@@ -91,7 +91,36 @@ impl PrometheusScrapeConfig {
             .unwrap_or_else(|| DEFAULT_TIMEOUT.min(self.interval))
     }
 
-    pub fn validate(&self) -> Result<(), FieldError> {
+    fn validate_targets(&self) -> Result<(), FieldError> {
+        if self.targets.is_empty() && self.targets_file.is_none() {
+            return Err(FieldError::new(
+                "targets",
+                "list at least one host:port, or set targets_file",
+            ));
+        }
+        for (index, target) in self.targets.iter().enumerate() {
+            check_target(target).map_err(|m| FieldError::new(format!("targets[{index}]"), m))?;
+        }
+        Ok(())
+    }
+
+    fn validate_names(&self) -> Result<(), FieldError> {
+        if self
+            .job_name
+            .as_deref()
+            .is_some_and(|job| job.trim().is_empty())
+        {
+            return Err(FieldError::new("job_name", "must not be empty"));
+        }
+        if self.labels.keys().any(|key| key.trim().is_empty()) {
+            return Err(FieldError::new("labels", "names must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+impl Validate for PrometheusScrapeConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         self.validate_targets()?;
         if !self.metrics_path.starts_with('/') {
             return Err(FieldError::new("metrics_path", "must start with /"));
@@ -124,33 +153,6 @@ impl PrometheusScrapeConfig {
             if value == 0 {
                 return Err(FieldError::new(field, "must be at least 1"));
             }
-        }
-        Ok(())
-    }
-
-    fn validate_targets(&self) -> Result<(), FieldError> {
-        if self.targets.is_empty() && self.targets_file.is_none() {
-            return Err(FieldError::new(
-                "targets",
-                "list at least one host:port, or set targets_file",
-            ));
-        }
-        for (index, target) in self.targets.iter().enumerate() {
-            check_target(target).map_err(|m| FieldError::new(format!("targets[{index}]"), m))?;
-        }
-        Ok(())
-    }
-
-    fn validate_names(&self) -> Result<(), FieldError> {
-        if self
-            .job_name
-            .as_deref()
-            .is_some_and(|job| job.trim().is_empty())
-        {
-            return Err(FieldError::new("job_name", "must not be empty"));
-        }
-        if self.labels.keys().any(|key| key.trim().is_empty()) {
-            return Err(FieldError::new("labels", "names must not be empty"));
         }
         Ok(())
     }

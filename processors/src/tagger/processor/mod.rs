@@ -44,7 +44,7 @@ use super::trace_map::{CONTEXT_NAMES, ReconcileContext, TraceMap};
 use crate::Processor;
 use opscope_model::Telemetry;
 use opscope_model::attributes::{array_value, get_str, insert, set, set_str, string_value};
-use opscope_model::config::{FieldError, duration};
+use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::semconv::*;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -82,8 +82,8 @@ impl Default for TaggerConfig {
     }
 }
 
-impl TaggerConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for TaggerConfig {
+    fn validate(&self) -> Result<(), FieldError> {
         for (index, mapping) in self.operators.iter().enumerate() {
             mapping.validate().map_err(|e| {
                 FieldError::new(format!("operators[{index}].{}", e.field), e.message)
