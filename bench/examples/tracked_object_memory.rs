@@ -48,7 +48,7 @@ const SECONDS: u64 = 30;
 const REQUESTS_PER_SECOND: u64 = 50;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let start = opscope_bench::unix_nanos();
+    let start = opscope_model::timestamp::now_unix_nanos();
     let config = WorkloadConfig {
         objects: OBJECTS,
         pods: 100,

@@ -15,10 +15,3 @@ pub use payloads::{
     controller_runtime_logs, reconcile_events, reconcile_traces, workload_payloads,
 };
 pub use signal::{Payload, Signal};
-
-/// Now, in Unix nanoseconds: the clock send times are stamped and compared with.
-pub fn unix_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}

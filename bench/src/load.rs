@@ -14,7 +14,7 @@ use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::signal::{Payload, Signal};
-use crate::unix_nanos;
+use opscope_model::timestamp::now_unix_nanos;
 
 /// After a refusal a sender waits this long, as an SDK would back off.
 const REFUSED_BACKOFF: Duration = Duration::from_millis(20);
@@ -225,7 +225,7 @@ pub async fn run(
     }
     let workload = Arc::new(Mutex::new(OperatorWorkload::new(
         settings.workload.clone(),
-        unix_nanos(),
+        now_unix_nanos(),
     )?));
     let client = Client::connect(settings).await?;
     let started = Instant::now();
@@ -300,7 +300,12 @@ impl Sender {
             }
             let (payload, items) = {
                 let mut workload = self.workload.lock().unwrap_or_else(PoisonError::into_inner);
-                Payload::generate(&mut workload, settings.signal, settings.batch, unix_nanos())
+                Payload::generate(
+                    &mut workload,
+                    settings.signal,
+                    settings.batch,
+                    now_unix_nanos(),
+                )
             };
             let items = items as u64;
             // Whole reconciles may overshoot the batch: later requests are due later.

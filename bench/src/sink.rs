@@ -32,7 +32,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
-use crate::unix_nanos;
+use opscope_model::timestamp::now_unix_nanos;
 
 const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
 /// Latency samples kept: enough for a percentile, bounded for long runs.
@@ -62,7 +62,7 @@ struct Recorder {
 impl Recorder {
     /// Counts `items` arrived now, and the latencies of the send times among them.
     fn record(&self, counter: &AtomicU64, items: u64, sent_at: impl Iterator<Item = u64>) {
-        let arrival = unix_nanos();
+        let arrival = now_unix_nanos();
         counter.fetch_add(items, Ordering::Relaxed);
         self.last_arrival.fetch_max(arrival, Ordering::Relaxed);
         let mut latencies = self

@@ -21,8 +21,9 @@ use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ConfigError, ExporterConfig};
+use crate::config::{Config, ConnectorConfig, ExporterConfig};
 use crate::connectors::operator_metrics::OperatorMetricsConnector;
+use crate::consumer::Consumer;
 use crate::consumer::OtlpBatch;
 use crate::self_telemetry::SelfTelemetry;
 
@@ -50,7 +51,7 @@ pub struct Exporters(BTreeMap<String, BuiltExporter>);
 impl Exporters {
     /// Builds the exporters that some pipeline lists (binding the endpoints of those
     /// that serve one).
-    pub fn build(config: &Config, telemetry: &SelfTelemetry) -> Result<Self, ConfigError> {
+    pub fn build(config: &Config, telemetry: &SelfTelemetry) -> Result<Self, FieldError> {
         let mut built = BTreeMap::new();
         let listed = config.service.pipelines.values().flat_map(|p| &p.exporters);
         for name in listed {
@@ -60,9 +61,7 @@ impl Exporters {
             let Some(exporter) = config.exporters.get(name) else {
                 continue;
             };
-            let at = |e: FieldError| {
-                ConfigError::new(format!("exporters.{name}.{}", e.field), e.message)
-            };
+            let at = |e: FieldError| e.within(&format!("exporters.{name}"));
             built.insert(name.clone(), build(name, exporter, telemetry).map_err(at)?);
         }
         Ok(Self(built))
@@ -84,7 +83,7 @@ impl Exporters {
     pub fn start<T: PipelineData>(
         &self,
         queue: QueueFor<'_>,
-    ) -> Result<(QueueSender<T>, SendingQueue), ConfigError> {
+    ) -> Result<(QueueSender<T>, SendingQueue), FieldError> {
         self.start_queue(queue, T::start)
     }
 
@@ -100,7 +99,7 @@ impl Exporters {
     pub fn start_output<T: PipelineData + OtlpBatch>(
         &self,
         queue: QueueFor<'_>,
-    ) -> Result<(Output<T>, SendingQueue), ConfigError> {
+    ) -> Result<(Output<T>, SendingQueue), FieldError> {
         if self.sends_otlp(queue.exporter) {
             let (sender, queue) = self.start_queue(queue, start_encoded::<T>)?;
             Ok((Output::Encoded(sender), queue))
@@ -114,7 +113,7 @@ impl Exporters {
         &self,
         queue: QueueFor<'_>,
         start_with: impl FnOnce(&Built, Start<'_>) -> Option<Started<B>>,
-    ) -> Result<(QueueSender<B>, SendingQueue), ConfigError> {
+    ) -> Result<(QueueSender<B>, SendingQueue), FieldError> {
         let QueueFor {
             exporter: name,
             pipeline,
@@ -122,7 +121,7 @@ impl Exporters {
             memory,
             abort,
         } = queue;
-        let missing = || ConfigError::new(format!("exporters.{name}"), "was not built");
+        let missing = || FieldError::new(format!("exporters.{name}"), "was not built");
         let built = self.0.get(name).ok_or_else(missing)?;
         // Each pipeline has a queue of its own, so a directory of its own.
         let dir = built
@@ -143,13 +142,13 @@ impl Exporters {
             store,
         };
         let started = start_with(&built.exporter, start).ok_or_else(|| {
-            ConfigError::new(
+            FieldError::new(
                 format!("exporters.{name}"),
                 format!("cannot carry {}", B::item_name()),
             )
         })?;
         started.map_err(|error| {
-            ConfigError::new(
+            FieldError::new(
                 format!("exporters.{name}.sending_queue.storage"),
                 format!("cannot open the durable queue: {error}"),
             )
@@ -231,6 +230,20 @@ fn build(
             &alertmanager.retry_on_failure,
         ),
     })
+}
+
+/// Builds the connector `id` of `config`, handing what it makes to `metrics`: the
+/// inputs of the metrics pipelines that list it as a receiver.
+pub fn build_connector(
+    id: &str,
+    config: &ConnectorConfig,
+    metrics: Consumer<ExportMetricsServiceRequest>,
+) -> Built {
+    match config {
+        ConnectorConfig::OperatorMetrics(_) => {
+            Built::OperatorMetrics(Arc::new(OperatorMetricsConnector::new(id, metrics)))
+        }
+    }
 }
 
 /// What starting a sending queue needs besides the exporter.

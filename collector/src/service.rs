@@ -2,6 +2,7 @@
 //! serves health and self-telemetry, and shuts down in order (stop receiving,
 //! drain the pipelines, deliver what is queued within the shutdown timeout).
 
+use opscope_model::config::FieldError;
 use opscope_net::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -17,11 +18,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{
-    Config, ConfigError, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig,
+    Config, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig, ReceiverConfig,
 };
-use crate::connectors;
 use crate::consumer::{Consumer, OtlpBatch, PipelineInput};
-use crate::exporters::{Exporters, PipelineData};
+use crate::exporters::{Exporters, PipelineData, build_connector};
 use crate::extensions::health_check::{self, Readiness};
 use crate::pipeline::memory_watch::MemoryWatch;
 use crate::pipeline::{Pipeline, SharedProcessors};
@@ -32,7 +32,7 @@ use crate::signals::SignalOutput;
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] FieldError),
     #[error(transparent)]
     Receiver(#[from] ReceiverError),
     #[error("{what}: cannot listen on {address}: {source}")]
@@ -61,18 +61,16 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
         MemoryAccount::not_counting()
     };
     let stop_ticking = CancellationToken::new();
-    let (mut signals, correlators) = SignalOutput::start(
-        &config,
-        &telemetry,
-        stop_ticking.clone(),
-        &exporters,
-        &memory,
-        &abort_exports,
-    )?;
+    let (mut signals, sink) =
+        SignalOutput::start(&config, &telemetry, &exporters, &memory, &abort_exports)?;
 
     let mut consumers: BTreeMap<String, Consumers> = BTreeMap::new();
     let mut sheddable = BTreeMap::new();
-    let shared = SharedProcessors::new(&config, correlators, memory)?;
+    let shared = SharedProcessors::new(&config, &sink, memory)?;
+    // From now on only the correlators hold the sink: the signal consumer ends once
+    // they are dropped.
+    drop(sink);
+    signals.start_ticking(shared.correlators.clone(), &telemetry, stop_ticking.clone());
     // What connectors feed drains after what feeds them, so its inputs close later.
     let close_connected = CancellationToken::new();
     let mut draining = Draining::default();
@@ -106,7 +104,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     }
     for (id, connector) in &config.connectors {
         let metrics = consumers.remove(id).unwrap_or_default().metrics;
-        exporters.add_connector(id, connectors::build(id, connector, metrics));
+        exporters.add_connector(id, build_connector(id, connector, metrics));
     }
     let mut builder = PipelineBuilder {
         config: &config,
@@ -149,7 +147,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
             readiness: readiness.clone(),
         };
         let mut tasks = JoinSet::new();
-        receivers::start(receiver, context, &mut tasks).await?;
+        start_receiver(receiver, context, &mut tasks).await?;
         receiving.add(id, tasks);
     }
     drop(consumers);
@@ -214,6 +212,26 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     while servers.join_next().await.is_some() {}
     tracing::info!("opscope stopped");
     Ok(())
+}
+
+/// Binds the receiver's listeners (so a port in use fails the start) and spawns
+/// its servers into `tasks`; they end after `shutdown` fires and in-flight
+/// requests are answered.
+async fn start_receiver(
+    config: &ReceiverConfig,
+    context: ReceiverContext,
+    tasks: &mut JoinSet<()>,
+) -> Result<(), ReceiverError> {
+    match config {
+        ReceiverConfig::Otlp(otlp) => receivers::otlp::start(otlp, context, tasks).await,
+        ReceiverConfig::Filelog(filelog) => {
+            Ok(receivers::filelog::start(filelog, context, tasks).await?)
+        }
+        ReceiverConfig::K8sAudit(audit) => receivers::k8s_audit::start(audit, context, tasks).await,
+        ReceiverConfig::PrometheusScrape(scrape) => {
+            receivers::prometheus_scrape::start(scrape, context, tasks).await
+        }
+    }
 }
 
 /// The running receivers: one task each, named by the receiver's id.
@@ -347,7 +365,7 @@ impl PipelineBuilder<'_> {
         &mut self,
         spec: &PipelineSpec<'_>,
         consumer_of: fn(&mut Consumers) -> &mut Consumer<T>,
-    ) -> Result<(PipelineTask, Vec<SendingQueue>), ConfigError> {
+    ) -> Result<(PipelineTask, Vec<SendingQueue>), FieldError> {
         let config = self.config;
         let processors: Vec<_> = spec
             .config
@@ -434,7 +452,7 @@ impl Exposition<'_> {
             })
             .transpose()
             .map_err(|error| {
-                ConfigError::new(format!("{what}.{}", error.field()), error.to_string())
+                FieldError::new(format!("{what}.{}", error.field()), error.to_string())
             })?;
         let listener =
             TcpListener::bind(self.address)

@@ -4,11 +4,13 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use opscope_exporters::{QueueSender, SendingQueue, SignalBatch};
+use opscope_model::config::FieldError;
 use opscope_model::memory::MemoryAccount;
 use opscope_model::signal::{Signal, SignalState};
+use opscope_model::timestamp::now_unix_nanos;
 use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::correlator::processor::SignalSink;
 use prometheus_client::metrics::counter::Counter;
@@ -16,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ConfigError, ProcessorConfig};
+use crate::config::Config;
 use crate::exporters::{Exporters, QueueFor};
 use crate::self_telemetry::SelfTelemetry;
 
@@ -36,18 +38,16 @@ pub struct SignalOutput {
 }
 
 impl SignalOutput {
-    /// Starts one shared correlator per configured `correlator` processor, the
-    /// exporters of the `signals` pipelines, the consumer that feeds them, and the
-    /// wall-clock ticker. The signal consumer ends when every correlator returned is
-    /// dropped. Signal changes queued in memory count in `memory`.
+    /// Starts the exporters of the `signals` pipelines and the consumer that feeds
+    /// them; returns the sink the correlators emit into. The consumer ends when every
+    /// copy of the sink is dropped. Signal changes queued in memory count in `memory`.
     pub fn start(
         config: &Config,
         telemetry: &Arc<SelfTelemetry>,
-        stop_ticking: CancellationToken,
         exporters: &Exporters,
         memory: &MemoryAccount,
         abort_exports: &CancellationToken,
-    ) -> Result<(Self, BTreeMap<String, SharedCorrelator>), ConfigError> {
+    ) -> Result<(Self, SignalSink), FieldError> {
         let (sender, receiver) = mpsc::channel(SIGNAL_QUEUE);
         let dropped = telemetry.signals_dropped.clone();
         let sink: SignalSink = Arc::new(move |signals: Vec<Signal>| {
@@ -57,18 +57,6 @@ impl SignalOutput {
                 }
             }
         });
-        let correlators: BTreeMap<String, SharedCorrelator> = config
-            .processors
-            .iter()
-            .filter_map(|(id, processor)| match processor {
-                ProcessorConfig::Correlator(correlator) => Some((
-                    id.clone(),
-                    SharedCorrelator::new(correlator.clone(), Arc::clone(&sink)),
-                )),
-                _ => None,
-            })
-            .collect();
-        drop(sink);
         let mut outputs = Vec::new();
         let mut queues = Vec::new();
         for (pipeline, name) in config.signal_exporters() {
@@ -84,17 +72,23 @@ impl SignalOutput {
             queues.push(queue);
         }
         let consumer = tokio::spawn(consume(receiver, outputs, Arc::clone(telemetry)));
-        let ticker = tokio::spawn(tick(
-            correlators.clone(),
-            Arc::clone(telemetry),
-            stop_ticking,
-        ));
         let output = Self {
             consumer: Some(consumer),
-            ticker: Some(ticker),
+            ticker: None,
             queues,
         };
-        Ok((output, correlators))
+        Ok((output, sink))
+    }
+
+    /// Starts the wall-clock ticker of the correlators, until `stop_ticking`.
+    pub fn start_ticking(
+        &mut self,
+        correlators: BTreeMap<String, SharedCorrelator>,
+        telemetry: &Arc<SelfTelemetry>,
+        stop_ticking: CancellationToken,
+    ) {
+        let ticker = tick(correlators, Arc::clone(telemetry), stop_ticking);
+        self.ticker = Some(tokio::spawn(ticker));
     }
 
     /// Waits for the last signals to be delivered; call after the correlators were
@@ -182,9 +176,7 @@ async fn tick(
             _ = interval.tick() => {}
             () = stop.cancelled() => return,
         }
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let now = now_unix_nanos();
         for (id, correlator) in &correlators {
             correlator.tick(now);
             let stats = correlator.stats();

@@ -32,10 +32,10 @@ impl Validate for SharedSettings<'_> {
         validate_headers(self.headers)?;
         self.sending_queue
             .validate()
-            .map_err(|e| FieldError::new(format!("sending_queue.{}", e.field), e.message))?;
+            .map_err(|e| e.within("sending_queue"))?;
         self.retry_on_failure
             .validate()
-            .map_err(|e| FieldError::new(format!("retry_on_failure.{}", e.field), e.message))
+            .map_err(|e| e.within("retry_on_failure"))
     }
 }
 

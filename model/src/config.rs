@@ -37,6 +37,19 @@ pub trait Validate {
     fn validate(&self) -> Result<(), FieldError>;
 }
 
+/// Checks a `host:port` listen address.
+pub fn check_listen_address(address: &str) -> Result<(), String> {
+    let port = address
+        .rsplit_once(':')
+        .map(|(host, port)| (host, port.parse::<u16>()));
+    match port {
+        Some((host, Ok(_))) if !host.is_empty() => Ok(()),
+        _ => Err(format!(
+            "invalid address \"{address}\"; write host:port, e.g. 127.0.0.1:4317"
+        )),
+    }
+}
+
 /// Checks that a duration setting is above zero.
 pub fn positive(field: &str, value: Duration) -> Result<(), FieldError> {
     if value.is_zero() {

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use opscope_bench::ceiling;
 use opscope_bench::load::{self, LiveCounts, LoadSettings, Transport};
 use opscope_bench::proc_stats::{self, ProcessSample};
 use opscope_bench::report::ScenarioReport;
 use opscope_bench::scenario::{self, Scenario};
 use opscope_bench::sink::{NullSink, percentile};
-use opscope_bench::{ceiling, unix_nanos};
+use opscope_model::timestamp::now_unix_nanos;
 
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -288,7 +289,7 @@ async fn measure(
     tokio::time::sleep(warmup).await;
 
     let window_started = Instant::now();
-    let window_start_nanos = unix_nanos();
+    let window_start_nanos = now_unix_nanos();
     let before = proc_stats::sample(pid)?;
     let sink_before = sink.counts();
     let load_before = live.snapshot(Duration::ZERO);

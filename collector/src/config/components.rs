@@ -17,7 +17,6 @@ use opscope_processors::tagger::TaggerConfig;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::ConfigError;
 use crate::extensions::health_check::HealthCheckConfig;
 use crate::receivers::filelog::FilelogConfig;
 use crate::receivers::k8s_audit::K8sAuditConfig;
@@ -44,7 +43,7 @@ macro_rules! component_types {
         impl $kind {
             pub const TYPES: &'static [&'static str] = &[$($type_name),+];
 
-            pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<ConfigError>> {
+            pub fn parse(kind: &str, value: Value, path: &str) -> Result<Self, Vec<FieldError>> {
                 match kind {
                     $($type_name => read(value, path, component_types!(@check $config $(, $check)?))
                         .map(Self::$variant),)+
@@ -199,13 +198,13 @@ pub(super) fn read<C: DeserializeOwned>(
     value: Value,
     path: &str,
     validate: impl Fn(&C) -> Result<(), FieldError>,
-) -> Result<C, Vec<ConfigError>> {
+) -> Result<C, Vec<FieldError>> {
     let mut value = if value.is_null() {
         Value::Object(Default::default())
     } else {
         value
     };
-    let mut errors: Vec<ConfigError> = Vec::new();
+    let mut errors: Vec<FieldError> = Vec::new();
     let mut removed: Vec<String> = Vec::new();
     while errors.len() < MAX_ERRORS_PER_COMPONENT {
         let (field, message) = match serde_path_to_error::deserialize::<_, C>(value.clone()) {
@@ -229,10 +228,10 @@ pub(super) fn read<C: DeserializeOwned>(
         } else {
             format!("{path}.{field}")
         };
-        if errors.iter().any(|known| known.path == at) {
+        if errors.iter().any(|known| known.field == at) {
             break;
         }
-        errors.push(ConfigError::new(at, message));
+        errors.push(FieldError::new(at, message));
         if !remove_setting(&mut value, &field) {
             break;
         }
@@ -276,8 +275,8 @@ fn remove_setting(value: &mut Value, field: &str) -> bool {
     false
 }
 
-fn unknown(what: &str, kind: &str, known: &[&str], path: &str) -> ConfigError {
-    ConfigError::new(
+fn unknown(what: &str, kind: &str, known: &[&str], path: &str) -> FieldError {
+    FieldError::new(
         path,
         format!(
             "unknown {what} type \"{kind}\" (known: {})",

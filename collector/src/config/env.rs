@@ -4,19 +4,19 @@
 
 use serde_json::Value;
 
-use super::ConfigError;
+use opscope_model::config::FieldError;
 
 /// Expands every string of `value`; `lookup` reads a variable.
 pub fn expand(
     value: &mut Value,
     path: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-    errors: &mut Vec<ConfigError>,
+    errors: &mut Vec<FieldError>,
 ) {
     match value {
         Value::String(text) if text.contains('$') => match expand_str(text, lookup) {
             Ok(expanded) => *value = typed(text, expanded),
-            Err(message) => errors.push(ConfigError::new(path, message)),
+            Err(message) => errors.push(FieldError::new(path, message)),
         },
         Value::Array(items) => {
             for (index, item) in items.iter_mut().enumerate() {

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use opscope_model::TelemetryKind;
-use opscope_model::config::{Validate, duration};
+use opscope_model::config::{FieldError, Validate, check_listen_address, duration};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -27,26 +27,10 @@ pub const SIGNALS: &str = "signals";
 /// The configuration used when no `-c` is given.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../config/default.yaml");
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct ConfigError {
-    pub path: String,
-    pub message: String,
-}
-
-impl ConfigError {
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
 /// Every problem of a config, one per line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-pub struct ConfigErrors(pub Vec<ConfigError>);
+pub struct ConfigErrors(pub Vec<FieldError>);
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -138,7 +122,7 @@ pub struct Pipeline<'a> {
 impl Config {
     pub fn from_file(path: &Path) -> Result<Self, ConfigErrors> {
         let text = std::fs::read_to_string(path).map_err(|err| {
-            ConfigErrors(vec![ConfigError::new(
+            ConfigErrors(vec![FieldError::new(
                 path.display().to_string(),
                 format!("cannot read: {err}"),
             )])
@@ -158,10 +142,10 @@ impl Config {
         let mut errors = Vec::new();
         let mut invalid = BTreeSet::new();
         let mut document: Value = serde_saphyr::from_str(text)
-            .map_err(|err| ConfigErrors(vec![ConfigError::new("(yaml)", err.to_string())]))?;
+            .map_err(|err| ConfigErrors(vec![FieldError::new("(yaml)", err.to_string())]))?;
         env::expand(&mut document, "", lookup, &mut errors);
         let Value::Object(mut sections) = document else {
-            return Err(ConfigErrors(vec![ConfigError::new(
+            return Err(ConfigErrors(vec![FieldError::new(
                 "(root)",
                 "the config must be a mapping",
             )]));
@@ -204,13 +188,13 @@ impl Config {
         );
         let service = section("service");
         for unknown in sections.keys() {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 unknown,
                 "unknown key (expected receivers, processors, exporters, connectors, extensions, service)",
             ));
         }
         let service: Option<ServiceConfig> = if service.is_null() {
-            errors.push(ConfigError::new("service", "is required"));
+            errors.push(FieldError::new("service", "is required"));
             None
         } else {
             components::read(service, "service", |_: &ServiceConfig| Ok(()))
@@ -283,21 +267,21 @@ impl Config {
         &self,
         path: &str,
         pipeline: &PipelineConfig,
-        errors: &mut Vec<ConfigError>,
+        errors: &mut Vec<FieldError>,
     ) {
         for (list, ids) in [
             ("receivers", &pipeline.receivers),
             ("processors", &pipeline.processors),
         ] {
             if !ids.is_empty() {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     format!("{path}.{list}"),
                     "a signals pipeline has none: signals come from the correlator processors",
                 ));
             }
         }
         if pipeline.exporters.is_empty() {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 format!("{path}.exporters"),
                 "at least one is required",
             ));
@@ -311,7 +295,7 @@ impl Config {
         path: &str,
         pipeline: &PipelineConfig,
         kind: TelemetryKind,
-        errors: &mut Vec<ConfigError>,
+        errors: &mut Vec<FieldError>,
     ) {
         for (index, id) in pipeline.receivers.iter().enumerate() {
             let produces = match (self.receivers.get(id), self.connectors.get(id)) {
@@ -320,7 +304,7 @@ impl Config {
                 (None, None) => None,
             };
             if let Some((what, false)) = produces {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     format!("{path}.receivers[{index}]"),
                     format!("{what} \"{id}\" produces no {}", kind.name()),
                 ));
@@ -334,7 +318,7 @@ impl Config {
         path: &str,
         pipeline: &PipelineConfig,
         carried: Carried,
-        errors: &mut Vec<ConfigError>,
+        errors: &mut Vec<FieldError>,
     ) {
         for (index, id) in pipeline.exporters.iter().enumerate() {
             let takes = match (self.exporters.get(id), self.connectors.get(id), carried) {
@@ -346,7 +330,7 @@ impl Config {
                 (None, None, _) => None,
             };
             if let Some((what, false)) = takes {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     format!("{path}.exporters[{index}]"),
                     format!("{what} \"{id}\" cannot carry {}", carried.name()),
                 ));
@@ -360,11 +344,11 @@ impl Config {
         &self,
         path: &str,
         pipeline: &PipelineConfig,
-        errors: &mut Vec<ConfigError>,
+        errors: &mut Vec<FieldError>,
     ) {
         for (index, id) in pipeline.processors.iter().enumerate().skip(1) {
             if let Some(ProcessorConfig::MemoryLimiter(_)) = self.processors.get(id) {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     format!("{path}.processors[{index}]"),
                     format!("memory limiter \"{id}\" must be listed first, where data enters the pipeline"),
                 ));
@@ -374,11 +358,11 @@ impl Config {
 
     /// Checks the service section; references to components that exist but are
     /// invalid (`invalid`, as `section.id`) were reported already.
-    fn check_service(&self, invalid: &BTreeSet<String>, errors: &mut Vec<ConfigError>) {
+    fn check_service(&self, invalid: &BTreeSet<String>, errors: &mut Vec<FieldError>) {
         let defined_but_invalid =
             |section: &str, id: &str| invalid.contains(&format!("{section}.{id}"));
         if self.service.pipelines.is_empty() {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 "service.pipelines",
                 "at least one pipeline is required",
             ));
@@ -386,7 +370,7 @@ impl Config {
         for (id, pipeline) in &self.service.pipelines {
             let path = format!("service.pipelines.{id}");
             if let Err(message) = components::check_id(id) {
-                errors.push(ConfigError::new(&path, message));
+                errors.push(FieldError::new(&path, message));
             }
             let kind = components::component_type(id);
             if kind == SIGNALS {
@@ -398,7 +382,7 @@ impl Config {
                     self.check_carried(&path, pipeline, Carried::Telemetry(kind), errors);
                     self.check_fed(&path, pipeline, kind, errors);
                 }
-                None => errors.push(ConfigError::new(
+                None => errors.push(FieldError::new(
                     &path,
                     format!(
                         "unknown pipeline type \"{kind}\" (known: traces, logs, metrics, signals)"
@@ -441,7 +425,7 @@ impl Config {
         self.check_connectors(errors);
         for (index, id) in self.service.extensions.iter().enumerate() {
             if !self.extensions.contains_key(id) && !defined_but_invalid("extensions", id) {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     format!("service.extensions[{index}]"),
                     format!("extension \"{id}\" is not defined under extensions"),
                 ));
@@ -449,7 +433,7 @@ impl Config {
         }
         let address = &self.service.telemetry.metrics.address;
         if let Err(message) = check_listen_address(address) {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 "service.telemetry.metrics.address",
                 message,
             ));
@@ -462,13 +446,10 @@ impl Config {
             .as_ref()
             .map(|tls| tls.validate())
         {
-            errors.push(ConfigError::new(
-                format!("service.telemetry.metrics.{}", error.field),
-                error.message,
-            ));
+            errors.push(error.within("service.telemetry.metrics"));
         }
         if tracing_subscriber::EnvFilter::try_new(&self.service.telemetry.logs.level).is_err() {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 "service.telemetry.logs.level",
                 format!("invalid level \"{}\"", self.service.telemetry.logs.level),
             ));
@@ -479,24 +460,24 @@ impl Config {
 impl Config {
     /// A connector is an exporter of some pipelines and a receiver of others, and
     /// its id names nothing else.
-    fn check_connectors(&self, errors: &mut Vec<ConfigError>) {
+    fn check_connectors(&self, errors: &mut Vec<FieldError>) {
         let pipelines = &self.service.pipelines;
         for id in self.connectors.keys() {
             let path = format!("connectors.{id}");
             if self.receivers.contains_key(id) || self.exporters.contains_key(id) {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     &path,
                     "a receiver or exporter has the same id; give the connector its own",
                 ));
             }
             if !pipelines.values().any(|p| p.exporters.contains(id)) {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     &path,
                     "no pipeline lists it as an exporter (list it in the exporters of a traces or logs pipeline)",
                 ));
             }
             if !pipelines.values().any(|p| p.receivers.contains(id)) {
-                errors.push(ConfigError::new(
+                errors.push(FieldError::new(
                     &path,
                     "no pipeline lists it as a receiver (list it in the receivers of a metrics pipeline)",
                 ));
@@ -563,40 +544,27 @@ fn check_references(
     list: &str,
     ids: &[String],
     defined: impl Fn(&str) -> bool,
-    errors: &mut Vec<ConfigError>,
+    errors: &mut Vec<FieldError>,
 ) {
     if ids.is_empty() && list != "processors" {
-        errors.push(ConfigError::new(
+        errors.push(FieldError::new(
             format!("{path}.{list}"),
             "at least one is required",
         ));
     }
     for (index, id) in ids.iter().enumerate() {
         if !defined(id) {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 format!("{path}.{list}[{index}]"),
                 format!("\"{id}\" is not defined under {list}"),
             ));
         }
         if ids.iter().take(index).any(|earlier| earlier == id) {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 format!("{path}.{list}[{index}]"),
                 format!("\"{id}\" is listed twice"),
             ));
         }
-    }
-}
-
-/// Checks a `host:port` listen address.
-pub fn check_listen_address(address: &str) -> Result<(), String> {
-    let port = address
-        .rsplit_once(':')
-        .map(|(host, port)| (host, port.parse::<u16>()));
-    match port {
-        Some((host, Ok(_))) if !host.is_empty() => Ok(()),
-        _ => Err(format!(
-            "invalid address \"{address}\"; write host:port, e.g. 127.0.0.1:4317"
-        )),
     }
 }
 
@@ -605,15 +573,15 @@ fn read_section<C>(
     section: Value,
     name: &str,
     invalid: &mut BTreeSet<String>,
-    parse: fn(&str, Value, &str) -> Result<C, Vec<ConfigError>>,
-    errors: &mut Vec<ConfigError>,
+    parse: fn(&str, Value, &str) -> Result<C, Vec<FieldError>>,
+    errors: &mut Vec<FieldError>,
 ) -> BTreeMap<String, C> {
     let mut components = BTreeMap::new();
     let entries = match section {
         Value::Null => return components,
         Value::Object(entries) => entries,
         _ => {
-            errors.push(ConfigError::new(
+            errors.push(FieldError::new(
                 name,
                 "must be a mapping of component ids to settings",
             ));
@@ -623,7 +591,7 @@ fn read_section<C>(
     for (id, value) in entries {
         let path = format!("{name}.{id}");
         if let Err(message) = components::check_id(&id) {
-            errors.push(ConfigError::new(path, message));
+            errors.push(FieldError::new(path, message));
             continue;
         }
         match parse(components::component_type(&id), value, &path) {

@@ -3,8 +3,9 @@
 
 use std::future::Future;
 use std::net::TcpListener;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use opscope_model::timestamp::now_unix_nanos;
 use opscope_proto::otlp::collector::trace::v1::trace_service_client::TraceServiceClient;
 use tokio_util::sync::CancellationToken;
 
@@ -43,10 +44,11 @@ impl Default for Backends {
 
 impl Backends {
     /// The optional exporters' config entries and the ids of those that carry
-    /// traces and those that carry signals.
-    fn exporters(&self) -> (String, Vec<&'static str>, Vec<&'static str>) {
+    /// traces, the operator metrics and signals.
+    fn exporters(&self) -> (String, [Vec<&'static str>; 3]) {
         let mut entries = String::new();
-        let mut traces = vec!["prometheus"];
+        let mut traces = vec!["operator_metrics"];
+        let mut metrics = vec!["prometheus"];
         let mut signals = vec!["debug", "prometheus"];
         let optional = [
             (
@@ -60,7 +62,7 @@ impl Backends {
                 &self.remote_write,
                 "prometheusremotewrite",
                 "{ endpoint: \"URL\" }",
-                true,
+                false,
             ),
             (
                 &self.alertmanager,
@@ -75,10 +77,13 @@ impl Backends {
                 if carries_traces {
                     traces.push(id);
                 }
+                if id == "prometheusremotewrite" {
+                    metrics.push(id);
+                }
                 signals.push(id);
             }
         }
-        (entries, traces, signals)
+        (entries, [traces, metrics, signals])
     }
 }
 
@@ -95,8 +100,8 @@ pub enum DemoError {
 /// The demo's config: the agent with the correlator on, signals printed, short
 /// thresholds so that a stuck finalizer shows within seconds.
 pub fn demo_config(grpc_port: u16, backends: &Backends) -> Result<Config, ConfigErrors> {
-    let (optional, traces, signals) = backends.exporters();
-    let (traces, signals) = (traces.join(", "), signals.join(", "));
+    let (optional, [traces, metrics, signals]) = backends.exporters();
+    let [traces, metrics, signals] = [traces, metrics, signals].map(|ids| ids.join(", "));
     let prometheus = &backends.prometheus;
     let yaml = format!(
         r#"
@@ -113,9 +118,12 @@ processors:
 exporters:
   debug: {{ verbosity: basic }}
   prometheus: {{ endpoint: "{prometheus}" }}
-{optional}service:
+{optional}connectors:
+  operator_metrics: {{}}
+service:
   pipelines:
     traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [{traces}] }}
+    metrics: {{ receivers: [operator_metrics], exporters: [{metrics}] }}
     signals: {{ exporters: [{signals}] }}
   telemetry:
     logs: {{ level: warn }}
@@ -174,7 +182,7 @@ fn introduction(backends: &Backends) -> String {
 /// Sends the fleet's traces every tick until stopped; a refused or failed send is
 /// retried with the next tick's data, as an SDK would.
 async fn simulate(endpoint: String, stop: CancellationToken) {
-    let mut fleet = SimulatedFleet::new(unix_nanos());
+    let mut fleet = SimulatedFleet::new(now_unix_nanos());
     let mut interval = tokio::time::interval(Duration::from_millis(TICK_MILLIS));
     let mut client = None;
     loop {
@@ -182,7 +190,7 @@ async fn simulate(endpoint: String, stop: CancellationToken) {
             _ = interval.tick() => {}
             () = stop.cancelled() => return,
         }
-        let request = fleet.tick(unix_nanos());
+        let request = fleet.tick(now_unix_nanos());
         if client.is_none() {
             client = TraceServiceClient::connect(endpoint.clone()).await.ok();
         }
@@ -192,12 +200,6 @@ async fn simulate(endpoint: String, stop: CancellationToken) {
             client = None;
         }
     }
-}
-
-fn unix_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// A free port for the agent's OTLP receiver, below the kernel's ephemeral range
@@ -231,6 +233,7 @@ mod tests {
             ..Backends::default()
         };
         let config = demo_config(4317, &all).expect("valid with every backend");
+        assert!(config.deprecations.is_empty(), "{:?}", config.deprecations);
         for id in [
             "otlp/backend",
             "loki",

@@ -14,7 +14,7 @@ use opscope_model::config::{FieldError, Validate};
 use opscope_net::server_tls::ServerTlsConfig;
 use serde::Deserialize;
 
-use crate::config::check_listen_address;
+use opscope_model::config::check_listen_address;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

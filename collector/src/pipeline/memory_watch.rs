@@ -11,8 +11,8 @@ use opscope_processors::memory_limiter::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ConfigError;
 use crate::self_telemetry::MemoryLimiterMetrics;
+use opscope_model::config::FieldError;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -24,11 +24,11 @@ pub fn build_limiter(
     settings: &MemoryLimiterConfig,
     system: &SystemMemory,
     account: &MemoryAccount,
-) -> Result<MemoryLimiter, ConfigError> {
+) -> Result<MemoryLimiter, FieldError> {
     let at = |field: &str| format!("processors.{id}.{field}");
     let total = if settings.needs_total_memory() {
         system.total().map_err(|error| {
-            ConfigError::new(
+            FieldError::new(
                 at("limit_percentage"),
                 format!("cannot tell the memory available: {error}"),
             )
@@ -38,13 +38,13 @@ pub fn build_limiter(
     };
     let limits = settings
         .limits(total)
-        .map_err(|error| ConfigError::new(at(&error.field), error.message))?;
+        .map_err(|error| error.within(&format!("processors.{id}")))?;
     let baseline = system.resident_bytes().unwrap_or_else(|error| {
         tracing::warn!(processor = %id, %error, "cannot read the resident memory; counting held data only");
         0
     });
     if baseline >= limits.soft {
-        return Err(ConfigError::new(
+        return Err(FieldError::new(
             at("limit_mib"),
             format!(
                 "the soft limit ({} MiB) is below what opscope uses holding no data ({} MiB)",
@@ -162,7 +162,7 @@ mod tests {
         let error = build_limiter("memory_limiter", &settings(1), &system, &account)
             .err()
             .unwrap();
-        assert_eq!(error.path, "processors.memory_limiter.limit_mib");
+        assert_eq!(error.field, "processors.memory_limiter.limit_mib");
         assert!(error.message.contains("holding no data"), "{error}");
         let limiter = build_limiter("memory_limiter", &settings(4096), &system, &account).unwrap();
         assert_eq!(limiter.limits().hard, 4096 * MIB);

@@ -5,89 +5,29 @@
 
 pub mod encoded_batch;
 pub mod memory_watch;
-
-use std::collections::BTreeMap;
+mod processors;
 
 use std::time::Instant;
 
 use opscope_exporters::{Batch, Encoded, QueueSender, SendingQueue};
 use opscope_model::Telemetry;
-use opscope_model::memory::{MemoryAccount, MemoryHold};
-use opscope_processors::batch::BatchProcessor;
-use opscope_processors::correlator::SharedCorrelator;
-use opscope_processors::memory_limiter::{MemoryLimiter, SystemMemory};
-use opscope_processors::resource::ResourceProcessor;
-use opscope_processors::tagger::OperatorTagger;
-use opscope_processors::{Processor, ProcessorChain};
+use opscope_model::config::FieldError;
+use opscope_model::memory::MemoryHold;
+use opscope_processors::ProcessorChain;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::consumer::{Input, OtlpBatch, PipelineInput};
 
-use crate::config::{ConfigError, ProcessorConfig};
+use crate::config::ProcessorConfig;
 use crate::exporters::{Exporters, Output, PipelineData, QueueFor};
 use crate::self_telemetry::SelfTelemetry;
 use encoded_batch::EncodedBatcher;
+pub use processors::SharedProcessors;
+use processors::build_processor;
 
 /// Requests a pipeline holds between receivers and its processors.
 pub const INPUT_QUEUE_CAPACITY: usize = 16;
-
-/// Processors that are one instance however many pipelines list them: the
-/// correlator (evidence from traces, logs and metrics meets in one place) and the
-/// tagger (a reconcile seen in spans tags the logs of its trace), and the memory
-/// limiters (memory is the process's, whichever pipeline fills it).
-pub struct SharedProcessors {
-    pub correlators: BTreeMap<String, SharedCorrelator>,
-    pub taggers: BTreeMap<String, OperatorTagger>,
-    pub memory_limiters: BTreeMap<String, MemoryLimiter>,
-    /// The data the process holds in memory, which every memory limiter reads.
-    pub memory: MemoryAccount,
-}
-
-impl SharedProcessors {
-    pub fn new(
-        config: &crate::config::Config,
-        correlators: BTreeMap<String, SharedCorrelator>,
-        memory: MemoryAccount,
-    ) -> Result<Self, ConfigError> {
-        let taggers = config
-            .processors
-            .iter()
-            .filter_map(|(id, processor)| match processor {
-                ProcessorConfig::OperatorTagger(tagger) => {
-                    Some((id.clone(), OperatorTagger::new(tagger)))
-                }
-                _ => None,
-            })
-            .collect();
-        let mut memory_limiters = BTreeMap::new();
-        for (id, processor) in &config.processors {
-            if let ProcessorConfig::MemoryLimiter(settings) = processor {
-                let limiter =
-                    memory_watch::build_limiter(id, settings, &SystemMemory::default(), &memory)?;
-                memory_limiters.insert(id.clone(), limiter);
-            }
-        }
-        Ok(Self {
-            correlators,
-            taggers,
-            memory_limiters,
-            memory,
-        })
-    }
-
-    /// The memory limiter a pipeline lists, if any.
-    pub fn memory_limiter_of(
-        &self,
-        processors: &[(&str, &ProcessorConfig)],
-    ) -> Option<(&str, &MemoryLimiter)> {
-        processors.iter().find_map(|(id, _)| {
-            self.memory_limiters
-                .get_key_value(*id)
-                .map(|(id, limiter)| (id.as_str(), limiter))
-        })
-    }
-}
 
 /// A pipeline ready to run, with the sending queues of its exporters.
 pub struct Pipeline<T> {
@@ -125,7 +65,7 @@ impl<T: OtlpBatch + PipelineData> Pipeline<T> {
         built: &Exporters,
         telemetry: &SelfTelemetry,
         abort: &CancellationToken,
-    ) -> Result<(Self, PipelineInput<T>, Vec<SendingQueue>), ConfigError> {
+    ) -> Result<(Self, PipelineInput<T>, Vec<SendingQueue>), FieldError> {
         let all_encoded = !exporters.is_empty() && exporters.iter().all(|e| built.sends_otlp(e));
         let (processors, batcher) = match processors.split_last() {
             Some(((_, ProcessorConfig::Batch(batch)), rest)) if all_encoded => {
@@ -348,37 +288,4 @@ impl<T: OtlpBatch + PipelineData> FanOut<T> {
             "sending queue closed; batch lost");
         false
     }
-}
-
-fn build_processor<T: OtlpBatch>(
-    name: &str,
-    config: &ProcessorConfig,
-    shared: &SharedProcessors,
-) -> Result<Box<dyn Processor<T>>, ConfigError> {
-    let not_started = || ConfigError::new(format!("processors.{name}"), "was not started");
-    Ok(match config {
-        ProcessorConfig::Batch(batch) => Box::new(BatchProcessor::new(batch.clone())),
-        ProcessorConfig::Resource(resource) => {
-            Box::new(ResourceProcessor::new(resource).map_err(|e| {
-                ConfigError::new(format!("processors.{name}.{}", e.field), e.message)
-            })?)
-        }
-        ProcessorConfig::OperatorTagger(_) => {
-            Box::new(shared.taggers.get(name).ok_or_else(not_started)?.clone())
-        }
-        ProcessorConfig::Correlator(_) => Box::new(
-            shared
-                .correlators
-                .get(name)
-                .ok_or_else(not_started)?
-                .clone(),
-        ),
-        ProcessorConfig::MemoryLimiter(_) => Box::new(
-            shared
-                .memory_limiters
-                .get(name)
-                .ok_or_else(not_started)?
-                .clone(),
-        ),
-    })
 }

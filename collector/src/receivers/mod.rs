@@ -1,5 +1,6 @@
-//! Receivers: where data enters opscope. Each receiver type is a folder; `start`
-//! binds a configured receiver and connects it to the pipelines that list it.
+//! Receivers: where data enters opscope. Each receiver type is a folder whose
+//! `start` binds a configured receiver and hands what it takes to the pipelines
+//! that list it (the service starts each from its config).
 
 pub mod auth;
 mod body_memory;
@@ -17,10 +18,8 @@ use std::sync::Arc;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ReceiverConfig;
 use crate::consumer::Consumer;
 use crate::extensions::health_check::Readiness;
 use crate::self_telemetry::SelfTelemetry;
@@ -60,22 +59,4 @@ pub enum ReceiverError {
     },
     #[error(transparent)]
     Filelog(#[from] filelog::FilelogError),
-}
-
-/// Binds the receiver's listeners (so a port in use fails the start) and spawns
-/// its servers into `tasks`; they end after `shutdown` fires and in-flight
-/// requests are answered.
-pub async fn start(
-    config: &ReceiverConfig,
-    context: ReceiverContext,
-    tasks: &mut JoinSet<()>,
-) -> Result<(), ReceiverError> {
-    match config {
-        ReceiverConfig::Otlp(otlp) => otlp::start(otlp, context, tasks).await,
-        ReceiverConfig::Filelog(filelog) => Ok(filelog::start(filelog, context, tasks).await?),
-        ReceiverConfig::K8sAudit(audit) => k8s_audit::start(audit, context, tasks).await,
-        ReceiverConfig::PrometheusScrape(scrape) => {
-            prometheus_scrape::start(scrape, context, tasks).await
-        }
-    }
 }

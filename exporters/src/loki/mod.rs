@@ -6,9 +6,8 @@ mod encode;
 mod labels;
 mod signals;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use opscope_model::config::{FieldError, Validate};
+use opscope_model::timestamp::now_unix_nanos;
 use opscope_proto::loki::PushRequest;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use reqwest::header::CONTENT_TYPE;
@@ -96,12 +95,4 @@ impl Exporter<SignalBatch> for LokiExporter {
         let request = signals::signals_push_request(batch, &self.labels, now_unix_nanos());
         self.push(request).await
     }
-}
-
-/// The time given to entries that carry none.
-fn now_unix_nanos() -> u64 {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
 }

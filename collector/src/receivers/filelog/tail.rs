@@ -4,8 +4,9 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
+use opscope_model::timestamp::now_unix_nanos;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::resource::v1::Resource;
 
@@ -311,7 +312,7 @@ impl TailedFile {
                 &self.resource,
                 &self.source,
                 batch.records,
-                unix_nanos_now(),
+                now_unix_nanos(),
             )
         });
         Ok(FileBatch {
@@ -344,10 +345,4 @@ fn open_same(path: &Path, identity: FileIdentity, skipped: &mut SkippedFiles) ->
         .map_err(|err| skipped.report(path, &err))
         .ok()?;
     (FileIdentity::of(&handle.metadata().ok()?) == identity).then_some(handle)
-}
-
-fn unix_nanos_now() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }

@@ -7,13 +7,13 @@ use std::time::Duration;
 use opscope_model::config::{FieldError, Validate, duration};
 use serde::Deserialize;
 
-use crate::config::check_listen_address;
 use crate::receivers::auth::AuthConfig;
 use crate::receivers::filelog::config::{FilelogConfig, LineFormat};
 use crate::receivers::server::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_HEADER_TIMEOUT,
     DEFAULT_READ_TIMEOUT, HttpConnections, SecuritySettings,
 };
+use opscope_model::config::check_listen_address;
 use opscope_net::server_tls::ServerTlsConfig;
 
 const MIB: usize = 1024 * 1024;

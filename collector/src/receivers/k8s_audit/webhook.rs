@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -13,6 +12,7 @@ use axum::http::StatusCode;
 use axum::http::header::RETRY_AFTER;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use opscope_model::timestamp::now_unix_nanos;
 use opscope_model::{Telemetry, TelemetryKind};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use tokio::net::TcpListener;
@@ -150,7 +150,7 @@ fn records_of(
         message,
     })?;
     events.retain(|event| filter.admits(event));
-    Ok(audit_logs(&events, now_unix_nano()))
+    Ok(audit_logs(&events, now_unix_nanos()))
 }
 
 fn list_rejection(error: ListError) -> Rejection {
@@ -201,12 +201,4 @@ fn refusal_response(refusal: Refusal) -> Response {
         )
             .into_response(),
     }
-}
-
-fn now_unix_nano() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
-        })
 }

@@ -5,13 +5,13 @@ use std::time::Duration;
 use opscope_model::config::{FieldError, Validate, duration};
 use serde::{Deserialize, Deserializer};
 
-use crate::config::check_listen_address;
 use crate::receivers::auth::AuthConfig;
 use crate::receivers::input_limits::InputLimits;
 use crate::receivers::server::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_HEADER_TIMEOUT,
     DEFAULT_READ_TIMEOUT, HttpConnections, SecuritySettings, check_max_connections,
 };
+use opscope_model::config::check_listen_address;
 use opscope_net::server_tls::{ConnectionSettings, Keepalive, ServerTlsConfig};
 
 const MIB: usize = 1024 * 1024;

@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use opscope_model::Telemetry;
 use opscope_model::TelemetryKind;
 use opscope_model::attributes::{set, set_str};
 use opscope_model::config::FieldError;
 use opscope_model::semconv::SERVICE_NAME;
+use opscope_model::timestamp::now_unix_nanos;
 use opscope_net::http_client::build_client;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::common::v1::InstrumentationScope;
@@ -154,7 +155,7 @@ impl TargetScraper {
 
     /// One scrape: the page's series and `up` 1, or `up` 0 alone when it failed.
     async fn scrape_once(&mut self) {
-        let scraped_at = now_unix_nano();
+        let scraped_at = now_unix_nanos();
         let mut metrics = match self.scrape_page(scraped_at).await {
             Ok(metrics) => {
                 self.note_success();
@@ -297,12 +298,4 @@ fn error_chain(error: &(dyn Error + 'static)) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(": ")
-}
-
-fn now_unix_nano() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
-        })
 }

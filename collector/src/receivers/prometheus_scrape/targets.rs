@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::config::check_listen_address;
+use opscope_model::config::check_listen_address;
 
 /// Largest targets file read.
 const MAX_TARGETS_FILE_BYTES: u64 = 1024 * 1024;

@@ -7,7 +7,7 @@ use super::continuation::is_go_source_position;
 use super::fields::{FieldValue, split_namespaced};
 use super::kv::{Token, read_quoted, tokens};
 use super::{Level, LogFacts, LogFormat, facts_from_fields};
-use opscope_model::timestamp::{format_rfc3339, parse_rfc3339};
+use opscope_model::timestamp::{format_rfc3339, now_unix_nanos, parse_rfc3339};
 
 /// The facts of a klog line. klog prints no year: the line is taken to be from the
 /// last twelve months (this year, or last year for a date ahead of today), in UTC as
@@ -54,12 +54,6 @@ fn header_time(header: &str, now: u64) -> Option<u64> {
 /// The UTC year of a time.
 fn current_year(unix_nanos: u64) -> Option<i64> {
     format_rfc3339(unix_nanos).get(..4)?.parse().ok()
-}
-
-fn now_unix_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// `Lmmdd hh:mm:ss.uuuuuu threadid file:line`.

@@ -85,9 +85,9 @@ impl Default for TaggerConfig {
 impl Validate for TaggerConfig {
     fn validate(&self) -> Result<(), FieldError> {
         for (index, mapping) in self.operators.iter().enumerate() {
-            mapping.validate().map_err(|e| {
-                FieldError::new(format!("operators[{index}].{}", e.field), e.message)
-            })?;
+            mapping
+                .validate()
+                .map_err(|e| e.within(&format!("operators[{index}]")))?;
         }
         if self.max_traces == 0 {
             return Err(FieldError::new("max_traces", "must be at least 1"));

@@ -1,29 +1,31 @@
-//! End to end with the real OpenTelemetry Rust SDK: traces, logs and metrics sent to opscope over OTLP/gRPC and OTLP/HTTP arrive unchanged downstream and are counted; plus one OTLP/JSON request.
+//! End to end with the real OpenTelemetry Rust SDK: traces, logs and metrics sent to
+//! opscope over OTLP/gRPC and OTLP/HTTP arrive unchanged downstream and are counted;
+//! plus one OTLP/JSON request (`otlp_json.rs`). `views.rs` holds the shapes both
+//! sides are compared in.
+#[path = "../common/mod.rs"]
 mod common;
+mod otlp_json;
+mod views;
 
-use std::collections::BTreeMap;
+use views::*;
+
 use std::time::{Duration, SystemTime};
 
-use common::{Opscope, OtlpSink, Ports, Received, http_post};
+use common::{Opscope, OtlpSink, Ports, Received};
 use opentelemetry::logs::{
     AnyValue as LogValue, LogRecord as _, Logger as _, LoggerProvider as _, Severity,
 };
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::{
-    Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, TraceFlags, Tracer as _,
-    TracerProvider as _,
+    Span as _, SpanKind, Status, TraceContextExt as _, TraceFlags, Tracer as _, TracerProvider as _,
 };
 use opentelemetry::{Array, Context, KeyValue, SpanId, TraceId, Value};
 use opentelemetry_otlp::{
     Compression, LogExporter, MetricExporter, Protocol, SpanExporter, WithExportConfig as _,
     WithTonicConfig as _,
 };
-use opentelemetry_proto::tonic::common::v1::{
-    AnyValue, ArrayValue, KeyValue as ProtoKeyValue, KeyValueList, any_value,
-};
-use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::{Metric, metric::Data, number_data_point};
-use opentelemetry_proto::tonic::trace::v1::{Span, SpanFlags, span, status};
+use opentelemetry_proto::tonic::trace::v1::{span, status};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::logs::SdkLoggerProvider;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
@@ -416,198 +418,6 @@ fn emit_metrics(provider: &SdkMeterProvider) {
     }
 }
 
-/// OTLP span flags: the W3C trace flags, plus "whether the parent is remote is known" (it is
-/// not remote: every parent here is local).
-fn local_span_flags(context: &SpanContext) -> u32 {
-    u32::from(context.trace_flags().to_u8()) | SpanFlags::ContextHasIsRemoteMask as u32
-}
-
-fn to_array<const N: usize>(bytes: &[u8]) -> [u8; N] {
-    bytes.try_into().expect("id of the right length")
-}
-
-/// Attributes by key: OTLP gives their order no meaning.
-type Attributes = BTreeMap<String, Option<any_value::Value>>;
-
-fn attributes(attributes: &[ProtoKeyValue]) -> Attributes {
-    attributes
-        .iter()
-        .map(|kv| (kv.key.clone(), kv.value.clone().and_then(|v| v.value)))
-        .collect()
-}
-
-fn attributes_of(attributes: &[KeyValue]) -> Attributes {
-    attributes
-        .iter()
-        .map(|kv| (kv.key.to_string(), Some(attribute_value(&kv.value))))
-        .collect()
-}
-
-fn log_attributes_of(attributes: &[(&str, LogValue)]) -> Attributes {
-    attributes
-        .iter()
-        .map(|(key, value)| (key.to_string(), Some(log_value(value))))
-        .collect()
-}
-
-/// The OTLP form of an SDK attribute value (the kinds this test uses).
-fn attribute_value(value: &Value) -> any_value::Value {
-    match value {
-        Value::Bool(b) => any_value::Value::BoolValue(*b),
-        Value::I64(i) => any_value::Value::IntValue(*i),
-        Value::F64(f) => any_value::Value::DoubleValue(*f),
-        Value::String(s) => any_value::Value::StringValue(s.to_string()),
-        Value::Array(Array::String(items)) => array(
-            items
-                .iter()
-                .map(|s| any_value::Value::StringValue(s.to_string())),
-        ),
-        Value::Array(Array::I64(items)) => {
-            array(items.iter().copied().map(any_value::Value::IntValue))
-        }
-        other => unimplemented!("attribute value {other:?}"),
-    }
-}
-
-/// The OTLP form of an SDK log value (the kinds this test uses).
-fn log_value(value: &LogValue) -> any_value::Value {
-    match value {
-        LogValue::Boolean(b) => any_value::Value::BoolValue(*b),
-        LogValue::Int(i) => any_value::Value::IntValue(*i),
-        LogValue::Double(f) => any_value::Value::DoubleValue(*f),
-        LogValue::String(s) => any_value::Value::StringValue(s.to_string()),
-        other => unimplemented!("log value {other:?}"),
-    }
-}
-
-fn array(items: impl Iterator<Item = any_value::Value>) -> any_value::Value {
-    any_value::Value::ArrayValue(ArrayValue {
-        values: items.map(|value| AnyValue { value: Some(value) }).collect(),
-    })
-}
-
-fn string_value(s: &str) -> any_value::Value {
-    any_value::Value::StringValue(s.to_owned())
-}
-
-fn sorted<T: Ord>(items: impl IntoIterator<Item = T>) -> Vec<T> {
-    let mut items: Vec<T> = items.into_iter().collect();
-    items.sort();
-    items
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
-struct Ids {
-    trace_id: Vec<u8>,
-    span_id: Vec<u8>,
-}
-
-impl Ids {
-    fn of(context: &SpanContext) -> Self {
-        Ids {
-            trace_id: context.trace_id().to_bytes().to_vec(),
-            span_id: context.span_id().to_bytes().to_vec(),
-        }
-    }
-}
-
-/// The fields of a span this test sets, compared between what was sent and what arrived.
-#[derive(Debug, PartialEq)]
-struct SpanView {
-    ids: Ids,
-    parent_span_id: Vec<u8>,
-    flags: u32,
-    name: String,
-    kind: span::SpanKind,
-    start: u64,
-    end: u64,
-    attributes: Attributes,
-    events: Vec<(u64, String, Attributes)>,
-    status: (status::StatusCode, String),
-}
-
-impl From<&Span> for SpanView {
-    fn from(span: &Span) -> Self {
-        let status = span.status.clone().unwrap_or_default();
-        SpanView {
-            ids: Ids {
-                trace_id: span.trace_id.clone(),
-                span_id: span.span_id.clone(),
-            },
-            parent_span_id: span.parent_span_id.clone(),
-            flags: span.flags,
-            name: span.name.clone(),
-            kind: span.kind(),
-            start: span.start_time_unix_nano,
-            end: span.end_time_unix_nano,
-            attributes: attributes(&span.attributes),
-            events: span
-                .events
-                .iter()
-                .map(|e| (e.time_unix_nano, e.name.clone(), attributes(&e.attributes)))
-                .collect(),
-            status: (status.code(), status.message),
-        }
-    }
-}
-
-impl Eq for SpanView {}
-
-impl PartialOrd for SpanView {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for SpanView {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.ids.cmp(&other.ids)
-    }
-}
-
-/// The fields of a log record this test sets, compared between what was sent and what arrived.
-#[derive(Debug, PartialEq)]
-struct LogView {
-    time: u64,
-    severity_number: i32,
-    severity_text: String,
-    body: Option<any_value::Value>,
-    attributes: Attributes,
-    ids: Ids,
-    flags: u32,
-}
-
-impl From<&LogRecord> for LogView {
-    fn from(record: &LogRecord) -> Self {
-        LogView {
-            time: record.time_unix_nano,
-            severity_number: record.severity_number,
-            severity_text: record.severity_text.clone(),
-            body: record.body.clone().and_then(|body| body.value),
-            attributes: attributes(&record.attributes),
-            ids: Ids {
-                trace_id: record.trace_id.clone(),
-                span_id: record.span_id.clone(),
-            },
-            flags: record.flags,
-        }
-    }
-}
-
-impl Eq for LogView {}
-
-impl PartialOrd for LogView {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for LogView {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.time.cmp(&other.time)
-    }
-}
-
 /// Every resource that arrived carries exactly the SDK's resource attributes, and every
 /// scope is the SDK's instrumentation scope.
 fn assert_resources_unchanged(received: &Received, sent: &Resource) {
@@ -707,140 +517,4 @@ fn assert_counted(
         let exported = [("exporter", exporter), ("pipeline", pipeline)];
         assert_eq!(value(&sent, &exported), delivered, "{sent}{exported:?}");
     }
-}
-
-/// An OTLP/JSON body in the spec's encoding: hex ids, camelCase fields, enum numbers,
-/// 64-bit integers as strings.
-const JSON_TRACES: &str = r#"{
-  "resourceSpans": [{
-    "resource": {
-      "attributes": [{ "key": "service.name", "value": { "stringValue": "json-client" } }]
-    },
-    "scopeSpans": [{
-      "scope": { "name": "handwritten", "version": "1.2.3" },
-      "spans": [{
-        "traceId": "5B8EFFF798038103D269B633813FC60C",
-        "spanId": "eee19b7ec3c1b174",
-        "parentSpanId": "eee19b7ec3c1b173",
-        "name": "GET /orders/{id}",
-        "kind": 2,
-        "startTimeUnixNano": "1700000000123456789",
-        "endTimeUnixNano": "1700000000987654321",
-        "attributes": [
-          { "key": "http.route", "value": { "stringValue": "/orders/{id}" } },
-          { "key": "order.count", "value": { "intValue": "9007199254740993" } },
-          { "key": "order.ratio", "value": { "doubleValue": 0.25 } },
-          { "key": "order.cached", "value": { "boolValue": true } },
-          { "key": "order.tags", "value": { "arrayValue": { "values": [{ "stringValue": "a" }, { "intValue": "2" }] } } },
-          { "key": "order.owner", "value": { "kvlistValue": { "values": [{ "key": "team", "value": { "stringValue": "payments" } }] } } }
-        ],
-        "events": [{
-          "timeUnixNano": "1700000000500000000",
-          "name": "cache.hit",
-          "attributes": [{ "key": "cache.key", "value": { "stringValue": "o-1" } }]
-        }],
-        "status": { "code": 1 }
-      }]
-    }]
-  }]
-}"#;
-
-#[test]
-fn otlp_json_traces_arrive_unchanged() {
-    let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let settings = format!("{{ endpoint: {} }}", sink.endpoint());
-    let opscope = Opscope::start(&ports.config("otlp/sink", &settings), &ports.health_addr());
-
-    let response = http_post(
-        &ports.http_addr(),
-        "/v1/traces",
-        &[("Content-Type", "application/json")],
-        JSON_TRACES.as_bytes(),
-    )
-    .expect("POST /v1/traces");
-    assert_eq!(response.status, 200, "{}", response.text());
-    let content_type = response.header("content-type").unwrap_or_default();
-    assert!(
-        content_type.starts_with("application/json"),
-        "{content_type}"
-    );
-    let body: serde_json::Value = serde_json::from_slice(&response.body).expect("a JSON body");
-    assert!(body.is_object(), "{body}");
-
-    assert!(
-        sink.wait_for(DELIVERY_TIMEOUT, |received| received.span_count() == 1),
-        "the span did not reach the sink"
-    );
-    let received = sink.received();
-    let resource_spans = received.resource_spans().next().expect("resource spans");
-    let resource = resource_spans.resource.as_ref().expect("a resource");
-    assert_eq!(
-        attributes(&resource.attributes),
-        Attributes::from([("service.name".into(), Some(string_value("json-client")))])
-    );
-    let scope = resource_spans.scope_spans[0]
-        .scope
-        .as_ref()
-        .expect("a scope");
-    assert_eq!(
-        (scope.name.as_str(), scope.version.as_str()),
-        ("handwritten", "1.2.3")
-    );
-
-    let span = received.spans().next().expect("a span");
-    let kv = |key: &str, value| (key.to_owned(), Some(value));
-    let expected = SpanView {
-        ids: Ids {
-            trace_id: hex::decode("5b8efff798038103d269b633813fc60c").unwrap(),
-            span_id: hex::decode("eee19b7ec3c1b174").unwrap(),
-        },
-        parent_span_id: hex::decode("eee19b7ec3c1b173").unwrap(),
-        flags: 0,
-        name: "GET /orders/{id}".into(),
-        kind: span::SpanKind::Server,
-        start: 1_700_000_000_123_456_789,
-        end: 1_700_000_000_987_654_321,
-        attributes: Attributes::from([
-            kv("http.route", string_value("/orders/{id}")),
-            kv(
-                "order.count",
-                any_value::Value::IntValue(9_007_199_254_740_993),
-            ),
-            kv("order.ratio", any_value::Value::DoubleValue(0.25)),
-            kv("order.cached", any_value::Value::BoolValue(true)),
-            kv(
-                "order.tags",
-                array([string_value("a"), any_value::Value::IntValue(2)].into_iter()),
-            ),
-            kv(
-                "order.owner",
-                any_value::Value::KvlistValue(KeyValueList {
-                    values: vec![ProtoKeyValue {
-                        key: "team".into(),
-                        value: Some(AnyValue {
-                            value: Some(string_value("payments")),
-                        }),
-                        ..Default::default()
-                    }],
-                }),
-            ),
-        ]),
-        events: vec![(
-            1_700_000_000_500_000_000,
-            "cache.hit".into(),
-            Attributes::from([kv("cache.key", string_value("o-1"))]),
-        )],
-        status: (status::StatusCode::Ok, String::new()),
-    };
-    assert_eq!(SpanView::from(span), expected);
-
-    let accepted = opscope.wait_for_metric(
-        &ports.metrics_addr(),
-        "opscope_receiver_accepted_spans_total",
-        &[("receiver", "otlp"), ("transport", "http")],
-        1.0,
-        EXPORT_TIMEOUT,
-    );
-    assert_eq!(accepted, 1.0);
 }
