@@ -6,31 +6,15 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use opscope_proto::otlp::collector::logs::v1::logs_service_server::{
-    LogsService, LogsServiceServer,
-};
-use opscope_proto::otlp::collector::logs::v1::{
-    ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opscope_proto::otlp::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
-};
-use opscope_proto::otlp::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opscope_proto::otlp::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opscope_proto::otlp::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::otlp::metrics::v1::metric::Data;
+use opscope_testkit::otlp_grpc::{ExportHandler, export_services};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::codec::CompressionEncoding;
-use tonic::transport::Server;
+use tonic::Status;
 use tonic::transport::server::TcpIncoming;
-use tonic::{Request, Response, Status};
 
 use opscope_model::timestamp::now_unix_nanos;
 
@@ -78,14 +62,9 @@ impl Recorder {
     }
 }
 
-#[tonic::async_trait]
-impl TraceService for Recorder {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+impl ExportHandler for Recorder {
+    async fn traces(&self, request: ExportTraceServiceRequest) -> Result<(), Status> {
         let spans = request
-            .get_ref()
             .resource_spans
             .iter()
             .flat_map(|r| &r.scope_spans)
@@ -96,18 +75,11 @@ impl TraceService for Recorder {
             .filter(|s| s.parent_span_id.is_empty())
             .map(|s| s.end_time_unix_nano);
         self.record(&self.spans, spans.count() as u64, roots);
-        Ok(Response::new(ExportTraceServiceResponse::default()))
+        Ok(())
     }
-}
 
-#[tonic::async_trait]
-impl LogsService for Recorder {
-    async fn export(
-        &self,
-        request: Request<ExportLogsServiceRequest>,
-    ) -> Result<Response<ExportLogsServiceResponse>, Status> {
+    async fn logs(&self, request: ExportLogsServiceRequest) -> Result<(), Status> {
         let records = request
-            .get_ref()
             .resource_logs
             .iter()
             .flat_map(|r| &r.scope_logs)
@@ -117,19 +89,12 @@ impl LogsService for Recorder {
             records.clone().count() as u64,
             records.map(|r| r.time_unix_nano),
         );
-        Ok(Response::new(ExportLogsServiceResponse::default()))
+        Ok(())
     }
-}
 
-#[tonic::async_trait]
-impl MetricsService for Recorder {
-    async fn export(
-        &self,
-        request: Request<ExportMetricsServiceRequest>,
-    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+    async fn metrics(&self, request: ExportMetricsServiceRequest) -> Result<(), Status> {
         let mut times = Vec::new();
         for metric in request
-            .get_ref()
             .resource_metrics
             .iter()
             .flat_map(|r| &r.scope_metrics)
@@ -149,7 +114,7 @@ impl MetricsService for Recorder {
             }
         }
         self.record(&self.metric_points, times.len() as u64, times.into_iter());
-        Ok(Response::new(ExportMetricsServiceResponse::default()))
+        Ok(())
     }
 }
 
@@ -176,25 +141,7 @@ impl NullSink {
         let addr = listener.local_addr().map_err(SinkError::Bind)?;
         let recorder = Arc::new(Recorder::default());
         let stop = CancellationToken::new();
-        let server = Server::builder()
-            .add_service(
-                TraceServiceServer::from_arc(recorder.clone())
-                    .accept_compressed(CompressionEncoding::Gzip)
-                    .accept_compressed(CompressionEncoding::Zstd)
-                    .max_decoding_message_size(MAX_MESSAGE_SIZE),
-            )
-            .add_service(
-                LogsServiceServer::from_arc(recorder.clone())
-                    .accept_compressed(CompressionEncoding::Gzip)
-                    .accept_compressed(CompressionEncoding::Zstd)
-                    .max_decoding_message_size(MAX_MESSAGE_SIZE),
-            )
-            .add_service(
-                MetricsServiceServer::from_arc(recorder.clone())
-                    .accept_compressed(CompressionEncoding::Gzip)
-                    .accept_compressed(CompressionEncoding::Zstd)
-                    .max_decoding_message_size(MAX_MESSAGE_SIZE),
-            )
+        let server = export_services(Arc::clone(&recorder), MAX_MESSAGE_SIZE)
             .serve_with_incoming_shutdown(
                 TcpIncoming::from(listener),
                 stop.clone().cancelled_owned(),

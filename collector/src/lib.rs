@@ -27,5 +27,6 @@ pub mod fuzzing;
 pub mod pipeline;
 pub mod receivers;
 pub mod self_telemetry;
+pub mod sending;
 pub mod service;
 pub mod signals;

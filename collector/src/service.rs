@@ -17,15 +17,13 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{
-    Config, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig, ReceiverConfig,
-};
+use crate::config::{Config, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig};
 use crate::consumer::{Consumer, OtlpBatch, PipelineInput};
-use crate::exporters::{Exporters, PipelineData, build_connector};
+use crate::exporters::{Exporters, build_connector};
 use crate::extensions::health_check::{self, Readiness};
 use crate::pipeline::memory_watch::MemoryWatch;
 use crate::pipeline::{Pipeline, SharedProcessors};
-use crate::receivers::{self, Consumers, ReceiverContext, ReceiverError};
+use crate::receivers::{Consumers, ReceiverContext, ReceiverError};
 use crate::self_telemetry::SelfTelemetry;
 use crate::signals::SignalOutput;
 
@@ -147,7 +145,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
             readiness: readiness.clone(),
         };
         let mut tasks = JoinSet::new();
-        start_receiver(receiver, context, &mut tasks).await?;
+        receiver.start(context, &mut tasks).await?;
         receiving.add(id, tasks);
     }
     drop(consumers);
@@ -212,26 +210,6 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     while servers.join_next().await.is_some() {}
     tracing::info!("opscope stopped");
     Ok(())
-}
-
-/// Binds the receiver's listeners (so a port in use fails the start) and spawns
-/// its servers into `tasks`; they end after `shutdown` fires and in-flight
-/// requests are answered.
-async fn start_receiver(
-    config: &ReceiverConfig,
-    context: ReceiverContext,
-    tasks: &mut JoinSet<()>,
-) -> Result<(), ReceiverError> {
-    match config {
-        ReceiverConfig::Otlp(otlp) => receivers::otlp::start(otlp, context, tasks).await,
-        ReceiverConfig::Filelog(filelog) => {
-            Ok(receivers::filelog::start(filelog, context, tasks).await?)
-        }
-        ReceiverConfig::K8sAudit(audit) => receivers::k8s_audit::start(audit, context, tasks).await,
-        ReceiverConfig::PrometheusScrape(scrape) => {
-            receivers::prometheus_scrape::start(scrape, context, tasks).await
-        }
-    }
 }
 
 /// The running receivers: one task each, named by the receiver's id.
@@ -361,7 +339,7 @@ struct PipelineBuilder<'a> {
 impl PipelineBuilder<'_> {
     /// Builds one pipeline of signal type `T` and registers its input with the
     /// consumers of the receivers it lists.
-    fn build<T: OtlpBatch + PipelineData>(
+    fn build<T: OtlpBatch>(
         &mut self,
         spec: &PipelineSpec<'_>,
         consumer_of: fn(&mut Consumers) -> &mut Consumer<T>,

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Behaviour, Opscope, OtlpSink, Ports, http_post};
+use common::{Behaviour, Opscope, OtlpSink, Ports, http_post, numbered_spans};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -16,7 +16,6 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{
     Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, metric, number_data_point,
 };
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use std::io::Write;
 use tokio::runtime::Runtime;
@@ -37,23 +36,7 @@ fn exporter(sink: &OtlpSink, queue_size: usize) -> String {
 }
 
 fn spans(request: usize, count: usize) -> ExportTraceServiceRequest {
-    let spans = (0..count)
-        .map(|i| Span {
-            trace_id: [request.to_be_bytes(), i.to_be_bytes()].concat(),
-            span_id: (i as u64).to_be_bytes().to_vec(),
-            name: format!("request-{request}-span-{i}"),
-            ..Default::default()
-        })
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+    numbered_spans(request, count, "")
 }
 
 struct Client {

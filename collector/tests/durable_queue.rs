@@ -11,12 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{Behaviour, Opscope, OtlpSink, Ports};
+use common::{Behaviour, Opscope, OtlpSink, Ports, numbered_spans};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use tokio::runtime::Runtime;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -39,23 +38,7 @@ fn config(ports: &Ports, sink: &OtlpSink, storage: &Path, extra: &str) -> String
 
 /// Request `n`: spans named `request-<n>-span-<i>`.
 fn spans(n: usize) -> ExportTraceServiceRequest {
-    let spans = (0..SPANS_PER_REQUEST)
-        .map(|i| Span {
-            trace_id: [n.to_be_bytes(), i.to_be_bytes()].concat(),
-            span_id: (i as u64 + 1).to_be_bytes().to_vec(),
-            name: format!("request-{n}-span-{i}"),
-            ..Default::default()
-        })
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+    numbered_spans(n, SPANS_PER_REQUEST, "")
 }
 
 /// Sends requests `from..to` one after another until one fails or `stop` is set;

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Opscope, OtlpSink, Ports, http_post, wait_until};
+use common::{Opscope, OtlpSink, Ports, http_post, numbered_spans, wait_until};
 use flate2::read::GzDecoder;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
@@ -168,23 +168,7 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn spans(request: usize) -> ExportTraceServiceRequest {
-    let spans = (0..10usize)
-        .map(|i| Span {
-            trace_id: [request.to_be_bytes(), i.to_be_bytes()].concat(),
-            span_id: (i as u64 + 1).to_be_bytes().to_vec(),
-            name: format!("request-{request}-span-{i}"),
-            ..Default::default()
-        })
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+    numbered_spans(request, 10, "")
 }
 
 #[test]

@@ -8,11 +8,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Behaviour, Opscope, OtlpSink, Ports, http_post, resident_bytes, wait_until};
+use common::{
+    Behaviour, Opscope, OtlpSink, Ports, http_post, numbered_spans, resident_bytes, wait_until,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use tokio::runtime::Runtime;
 use tonic::Code;
@@ -51,31 +51,7 @@ fn spans(request: usize) -> ExportTraceServiceRequest {
 }
 
 fn spans_of(request: usize, count: usize) -> ExportTraceServiceRequest {
-    let payload = "x".repeat(PAYLOAD_BYTES);
-    let spans = (0..count)
-        .map(|i| Span {
-            trace_id: [request.to_be_bytes(), i.to_be_bytes()].concat(),
-            span_id: (i as u64).to_be_bytes().to_vec(),
-            name: format!("request-{request}-span-{i}"),
-            attributes: vec![KeyValue {
-                key: "payload".into(),
-                value: Some(AnyValue {
-                    value: Some(any_value::Value::StringValue(payload.clone())),
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            scope_spans: vec![ScopeSpans {
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+    numbered_spans(request, count, &"x".repeat(PAYLOAD_BYTES))
 }
 
 /// What a load run saw.

@@ -9,11 +9,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opscope_exporters::alertmanager::{AlertmanagerConfig, AlertmanagerExporter};
 use opscope_exporters::{ExportError, Exporter, SignalBatch};
-use opscope_model::kubernetes::{ObjectRef, OperatorRef};
-use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
+use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::format_rfc3339;
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_or_skip, labels};
 use opscope_testkit::backend::free_port;
+use opscope_testkit::signals::loop_signal_seen;
 use serde_json::Value;
 
 const SECOND: u64 = 1_000_000_000;
@@ -39,30 +39,7 @@ fn exporter(endpoints: &[&str], resend_interval: &str) -> AlertmanagerExporter {
 /// A reconcile loop on `RayJob ml/train` that began a minute ago and was seen now.
 fn loop_signal() -> Signal {
     let now = now_nanos();
-    Signal {
-        id: "reconcile_loop:rayjobs/ml/train".into(),
-        signal: SignalType::ReconcileLoop,
-        cause: "self_triggered_status_write".into(),
-        severity: Severity::Critical,
-        state: SignalState::Firing,
-        object: ObjectRef {
-            group: "ray.io".into(),
-            kind: "RayJob".into(),
-            resource: "rayjobs".into(),
-            namespace: "ml".into(),
-            name: "train".into(),
-        },
-        operator: OperatorRef {
-            name: "kuberay".into(),
-            namespace: "ray-system".into(),
-        },
-        controller: "rayjob".into(),
-        first_seen: now - 60 * SECOND,
-        last_seen: now,
-        figures: BTreeMap::from([("reconciles_per_minute".to_string(), 420.0)]),
-        evidence: vec!["reconcile 7f3e2c1a".into()],
-        hint: "Add GenerationChangedPredicate to the watch of RayJob.".into(),
-    }
+    loop_signal_seen(now - 60 * SECOND, now)
 }
 
 fn later(signal: &Signal, state: SignalState, cause: &str) -> Signal {

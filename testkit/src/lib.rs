@@ -1,7 +1,8 @@
 //! Test support shared by opscope's integration tests: real Prometheus and Alertmanager
 //! servers on loopback, a recording HTTP server, an independent reader of Loki pushes,
-//! malformed-input generators for the parsers' property tests, and small OTLP
-//! batches of a known shape.
+//! malformed-input generators for the parsers' property tests, small OTLP batches
+//! of a known shape, the OTLP/gRPC services of stand-in downstreams, and example
+//! signals.
 //!
 //! Tests that need an installed server skip with a printed reason when it is absent,
 //! unless `OPSCOPE_REQUIRE_BACKENDS=1`, which makes them fail instead.
@@ -11,6 +12,8 @@ pub mod backend;
 pub mod loki;
 pub mod mutate;
 pub mod otlp_batches;
+pub mod otlp_grpc;
 pub mod prometheus;
 pub mod recording;
+pub mod signals;
 mod wire;

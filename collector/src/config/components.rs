@@ -1,11 +1,16 @@
 //! The component types opscope knows, and how each section of the config is read
 //! into them: `type[/name]` keys, typed settings, and errors that name their path.
 
-use opscope_exporters::alertmanager::AlertmanagerConfig;
-use opscope_exporters::debug::DebugConfig;
-use opscope_exporters::loki::LokiConfig;
-use opscope_exporters::otlp::{OtlpExporterConfig, OtlpProtocol};
-use opscope_exporters::prometheus::{PrometheusConfig, RemoteWriteConfig};
+use std::sync::Arc;
+
+use opscope_exporters::alertmanager::{AlertmanagerConfig, AlertmanagerExporter};
+use opscope_exporters::debug::{DebugConfig, DebugExporter};
+use opscope_exporters::loki::{LokiConfig, LokiExporter};
+use opscope_exporters::otlp::{GrpcExporter, HttpExporter, OtlpExporterConfig, OtlpProtocol};
+use opscope_exporters::prometheus::{
+    PrometheusConfig, PrometheusExporter, RemoteWriteConfig, RemoteWriteExporter,
+};
+use opscope_exporters::{Encoded, QueueConfig, RetryConfig, SignalBatch};
 use opscope_model::TelemetryKind;
 use opscope_model::config::{FieldError, Validate};
 use opscope_processors::batch::BatchConfig;
@@ -14,14 +19,21 @@ use opscope_processors::memory_limiter::MemoryLimiterConfig;
 use opscope_processors::operator_metrics::OperatorMetricsConfig;
 use opscope_processors::resource::ResourceConfig;
 use opscope_processors::tagger::TaggerConfig;
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest as Logs;
+use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest as Metrics;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest as Traces;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tokio::task::JoinSet;
 
 use crate::extensions::health_check::HealthCheckConfig;
 use crate::receivers::filelog::FilelogConfig;
 use crate::receivers::k8s_audit::K8sAuditConfig;
 use crate::receivers::otlp::OtlpReceiverConfig;
 use crate::receivers::prometheus_scrape::PrometheusScrapeConfig;
+use crate::receivers::{self, ReceiverContext, ReceiverError};
+use crate::self_telemetry::SelfTelemetry;
+use crate::sending::{BuiltExporter, Carried, CarriedAs};
 
 /// Declares the types of one component kind, one row each: the type name written in
 /// the config, the variant and its settings, and how they are checked once read
@@ -63,12 +75,59 @@ macro_rules! component_types {
     (@check $config:ty, $check:expr) => { $check };
 }
 
-component_types! {
-    "receiver": ReceiverConfig {
-        "otlp" => Otlp(OtlpReceiverConfig),
-        "filelog" => Filelog(FilelogConfig),
-        "k8s_audit" => K8sAudit(K8sAuditConfig),
-        "prometheus_scrape" => PrometheusScrape(PrometheusScrapeConfig),
+/// Declares the receiver types, one row each: as [`component_types!`], plus the
+/// signal types the receiver produces and the function that starts it.
+macro_rules! receiver_types {
+    ($($type_name:literal => $variant:ident($config:ty) {
+        feeds: [$($kind:ident),+],
+        start: $start:path $(,)?
+    })+) => {
+        component_types! {
+            "receiver": ReceiverConfig {
+                $($type_name => $variant($config),)+
+            }
+        }
+
+        impl ReceiverConfig {
+            /// Whether the receiver produces data of this signal type.
+            pub fn feeds(&self, kind: TelemetryKind) -> bool {
+                match self {
+                    $(Self::$variant(_) => [$(TelemetryKind::$kind),+].contains(&kind),)+
+                }
+            }
+
+            /// Binds the receiver's listeners (so a port in use fails the start) and
+            /// spawns its servers into `tasks`; they end after the context's
+            /// `shutdown` fires and in-flight requests are answered.
+            pub async fn start(
+                &self,
+                context: ReceiverContext,
+                tasks: &mut JoinSet<()>,
+            ) -> Result<(), ReceiverError> {
+                match self {
+                    $(Self::$variant(config) => Ok($start(config, context, tasks).await?),)+
+                }
+            }
+        }
+    };
+}
+
+receiver_types! {
+    "otlp" => Otlp(OtlpReceiverConfig) {
+        feeds: [Traces, Logs, Metrics],
+        start: receivers::otlp::start,
+    }
+    "filelog" => Filelog(FilelogConfig) {
+        feeds: [Logs],
+        start: receivers::filelog::start,
+    }
+    "k8s_audit" => K8sAudit(K8sAuditConfig) {
+        feeds: [Logs],
+        start: receivers::k8s_audit::start,
+    }
+    "prometheus_scrape" => PrometheusScrape(PrometheusScrapeConfig) {
+        feeds: [Metrics],
+        start: receivers::prometheus_scrape::start,
     }
 }
 
@@ -82,77 +141,162 @@ component_types! {
     }
 }
 
-component_types! {
-    "exporter": ExporterConfig {
-        "otlp" => Otlp(OtlpExporterConfig)
-            checked by |config: &OtlpExporterConfig| config.validate(OtlpProtocol::Grpc),
-        "otlphttp" => OtlpHttp(OtlpExporterConfig)
-            checked by |config: &OtlpExporterConfig| config.validate(OtlpProtocol::Http),
-        "debug" => Debug(DebugConfig) checked by |_: &DebugConfig| Ok(()),
-        "loki" => Loki(LokiConfig),
-        "alertmanager" => Alertmanager(AlertmanagerConfig),
-        "prometheus" => Prometheus(PrometheusConfig),
-        "prometheusremotewrite" => RemoteWrite(RemoteWriteConfig),
+/// Declares the exporter types, one row each: as [`component_types!`], plus how the
+/// exporter is built from its settings (its name, settings and the agent's
+/// telemetry), its queue and retry settings (the defaults unless the row says), and
+/// what it carries (decoded OTLP, OTLP `Encoded` for those that send it on as it
+/// is, signals).
+macro_rules! exporter_types {
+    (
+        $($type_name:literal => $variant:ident($config:ty) {
+            $(check: $check:expr,)?
+            build: $build:expr,
+            $(queue: $queue:expr,)?
+            carries: [$($data:ty),+ $(,)?] $(,)?
+        })+
+    ) => {
+        component_types! {
+            "exporter": ExporterConfig {
+                $($type_name => $variant($config) $(checked by $check)?,)+
+            }
+        }
+
+        impl ExporterConfig {
+            /// Whether the exporter can take what a pipeline carries.
+            pub fn carries(&self, carried: Carried) -> bool {
+                match self {
+                    $(Self::$variant(_) => [$(<$data as CarriedAs>::CARRIED),+].contains(&carried),)+
+                }
+            }
+
+            /// Builds the exporter `name` (binding the endpoint of one that serves one).
+            pub fn build(
+                &self,
+                name: &str,
+                telemetry: &SelfTelemetry,
+            ) -> Result<BuiltExporter, FieldError> {
+                match self {
+                    $(Self::$variant(config) => {
+                        let exporter = Arc::new(build_with(name, config, telemetry, $build)?);
+                        let (queue, retry) = exporter_types!(@queue config $(, $queue)?);
+                        Ok(BuiltExporter::new(queue, retry)$(.carrying::<$data, _>(&exporter))+)
+                    })+
+                }
+            }
+        }
+    };
+    (@queue $config:ident) => { (QueueConfig::default(), RetryConfig::default()) };
+    (@queue $config:ident, $queue:expr) => { queue_with($config, $queue) };
+}
+
+/// Calls a row's builder, its argument types given by the row's settings type.
+fn build_with<C, E>(
+    name: &str,
+    config: &C,
+    telemetry: &SelfTelemetry,
+    build: impl FnOnce(&str, &C, &SelfTelemetry) -> Result<E, FieldError>,
+) -> Result<E, FieldError> {
+    build(name, config, telemetry)
+}
+
+/// Reads a row's queue and retry settings out of its exporter's settings.
+fn queue_with<C>(
+    config: &C,
+    queue: impl FnOnce(&C) -> (&QueueConfig, &RetryConfig),
+) -> (QueueConfig, RetryConfig) {
+    let (queue, retry) = queue(config);
+    (queue.clone(), retry.clone())
+}
+
+exporter_types! {
+    "otlp" => Otlp(OtlpExporterConfig) {
+        check: |config: &OtlpExporterConfig| config.validate(OtlpProtocol::Grpc),
+        build: |_, config, _| GrpcExporter::new(config),
+        queue: |config| (&config.sending_queue, &config.retry_on_failure),
+        carries: [Encoded<Traces>, Encoded<Logs>, Encoded<Metrics>, SignalBatch],
+    }
+    "otlphttp" => OtlpHttp(OtlpExporterConfig) {
+        check: |config: &OtlpExporterConfig| config.validate(OtlpProtocol::Http),
+        build: |_, config, _| HttpExporter::new(config),
+        queue: |config| (&config.sending_queue, &config.retry_on_failure),
+        carries: [Encoded<Traces>, Encoded<Logs>, Encoded<Metrics>, SignalBatch],
+    }
+    "debug" => Debug(DebugConfig) {
+        check: |_: &DebugConfig| Ok(()),
+        build: |name, config, _| Ok(DebugExporter::new(name, config)),
+        carries: [Traces, Logs, Metrics, SignalBatch],
+    }
+    "loki" => Loki(LokiConfig) {
+        build: |name, config, _| LokiExporter::new(name, config),
+        queue: |config| (&config.sending_queue, &config.retry_on_failure),
+        carries: [Logs, SignalBatch],
+    }
+    "alertmanager" => Alertmanager(AlertmanagerConfig) {
+        build: |name, config, _| AlertmanagerExporter::new(name, config),
+        queue: |config| (&config.sending_queue, &config.retry_on_failure),
+        carries: [SignalBatch],
+    }
+    // Serving a scrape endpoint cannot fail: the default queue suffices.
+    "prometheus" => Prometheus(PrometheusConfig) {
+        build: |name, config, telemetry| {
+            let at = format!("exporters.{name}");
+            let reloads = telemetry.certificate_reloads(&at, "http");
+            let connections = telemetry.server_connections(&at, "http");
+            PrometheusExporter::start(name, config, reloads, connections)
+        },
+        carries: [Metrics, SignalBatch],
+    }
+    "prometheusremotewrite" => RemoteWrite(RemoteWriteConfig) {
+        build: |name, config, _| RemoteWriteExporter::new(name, config),
+        queue: |config| (&config.sending_queue, &config.retry_on_failure),
+        carries: [Metrics, SignalBatch],
     }
 }
 
-component_types! {
-    /// Components that are an exporter of some pipelines and a receiver of others.
-    "connector": ConnectorConfig {
-        "operator_metrics" => OperatorMetrics(OperatorMetricsConfig),
+/// Declares the connector types, one row each: as [`component_types!`], plus the
+/// signal types of the pipelines it is an exporter of (`takes`) and a receiver of
+/// (`feeds`). How each is built from the pipelines it feeds is
+/// `exporters::build_connector`.
+macro_rules! connector_types {
+    ($($type_name:literal => $variant:ident($config:ty) {
+        takes: [$($taken:ident),+],
+        feeds: [$($fed:ident),+] $(,)?
+    })+) => {
+        component_types! {
+            /// Components that are an exporter of some pipelines and a receiver of others.
+            "connector": ConnectorConfig {
+                $($type_name => $variant($config),)+
+            }
+        }
+
+        impl ConnectorConfig {
+            /// Whether pipelines of this type may list the connector as an exporter.
+            pub fn takes(&self, kind: TelemetryKind) -> bool {
+                match self {
+                    $(Self::$variant(_) => [$(TelemetryKind::$taken),+].contains(&kind),)+
+                }
+            }
+
+            /// Whether pipelines of this type may list the connector as a receiver.
+            pub fn feeds(&self, kind: TelemetryKind) -> bool {
+                match self {
+                    $(Self::$variant(_) => [$(TelemetryKind::$fed),+].contains(&kind),)+
+                }
+            }
+        }
+    };
+}
+
+connector_types! {
+    "operator_metrics" => OperatorMetrics(OperatorMetricsConfig) {
+        takes: [Traces, Logs],
+        feeds: [Metrics],
     }
 }
 
 component_types! {
     "extension": ExtensionConfig {
         "health_check" => HealthCheck(HealthCheckConfig),
-    }
-}
-
-/// What a pipeline carries to its exporters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Carried {
-    Telemetry(TelemetryKind),
-    Signals,
-}
-
-impl Carried {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Telemetry(kind) => kind.name(),
-            Self::Signals => "signals",
-        }
-    }
-}
-
-impl ExporterConfig {
-    /// Whether the exporter can take what a pipeline carries.
-    pub fn carries(&self, carried: Carried) -> bool {
-        use TelemetryKind::{Logs, Metrics};
-        match self {
-            Self::Otlp(_) | Self::OtlpHttp(_) | Self::Debug(_) => true,
-            Self::Loki(_) => matches!(carried, Carried::Telemetry(Logs) | Carried::Signals),
-            Self::Prometheus(_) | Self::RemoteWrite(_) => {
-                matches!(carried, Carried::Telemetry(Metrics) | Carried::Signals)
-            }
-            Self::Alertmanager(_) => carried == Carried::Signals,
-        }
-    }
-}
-
-impl ConnectorConfig {
-    /// Whether pipelines of this type may list the connector as an exporter.
-    pub fn takes(&self, kind: TelemetryKind) -> bool {
-        match self {
-            Self::OperatorMetrics(_) => kind != TelemetryKind::Metrics,
-        }
-    }
-
-    /// Whether pipelines of this type may list the connector as a receiver.
-    pub fn feeds(&self, kind: TelemetryKind) -> bool {
-        match self {
-            Self::OperatorMetrics(_) => kind == TelemetryKind::Metrics,
-        }
     }
 }
 
@@ -173,17 +317,6 @@ pub fn check_id(id: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-impl ReceiverConfig {
-    /// Whether the receiver produces data of this signal type.
-    pub fn feeds(&self, kind: TelemetryKind) -> bool {
-        match self {
-            Self::Otlp(_) => true,
-            Self::Filelog(_) | Self::K8sAudit(_) => kind == TelemetryKind::Logs,
-            Self::PrometheusScrape(_) => kind == TelemetryKind::Metrics,
-        }
-    }
 }
 
 /// Most problems reported for one component: each costs a new pass over its settings.

@@ -17,8 +17,9 @@ use opscope_model::config::{FieldError, Validate, check_listen_address, duration
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use crate::sending::Carried;
 pub use components::{
-    Carried, ConnectorConfig, ExporterConfig, ExtensionConfig, ProcessorConfig, ReceiverConfig,
+    ConnectorConfig, ExporterConfig, ExtensionConfig, ProcessorConfig, ReceiverConfig,
 };
 
 /// The type of the pipelines that carry the correlator's signals to exporters.

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::consumer::{Input, OtlpBatch, PipelineInput};
 
 use crate::config::ProcessorConfig;
-use crate::exporters::{Exporters, Output, PipelineData, QueueFor};
+use crate::exporters::{Exporters, Output, QueueFor};
 use crate::self_telemetry::SelfTelemetry;
 use encoded_batch::EncodedBatcher;
 pub use processors::SharedProcessors;
@@ -54,7 +54,7 @@ struct FanOut<T> {
     encoded: Vec<(String, QueueSender<Encoded<T>>)>,
 }
 
-impl<T: OtlpBatch + PipelineData> Pipeline<T> {
+impl<T: OtlpBatch> Pipeline<T> {
     /// Builds the processors and starts the exporters' sending queues. Returns the
     /// pipeline, the sender receivers feed, and the running queues.
     pub fn build(
@@ -66,7 +66,8 @@ impl<T: OtlpBatch + PipelineData> Pipeline<T> {
         telemetry: &SelfTelemetry,
         abort: &CancellationToken,
     ) -> Result<(Self, PipelineInput<T>, Vec<SendingQueue>), FieldError> {
-        let all_encoded = !exporters.is_empty() && exporters.iter().all(|e| built.sends_otlp(e));
+        let all_encoded =
+            !exporters.is_empty() && exporters.iter().all(|e| built.sends_otlp::<T>(e));
         let (processors, batcher) = match processors.split_last() {
             Some(((_, ProcessorConfig::Batch(batch)), rest)) if all_encoded => {
                 (rest, Some(EncodedBatcher::new(batch.clone())))
@@ -236,7 +237,7 @@ impl<T: OtlpBatch + PipelineData> Pipeline<T> {
     }
 }
 
-impl<T: OtlpBatch + PipelineData> FanOut<T> {
+impl<T: OtlpBatch> FanOut<T> {
     /// Hands every batch to every exporter, waiting while a queue is full; false if a
     /// queue lost one.
     async fn send_all(&self, batches: Vec<T>) -> bool {

@@ -3,6 +3,7 @@
 
 mod agent;
 mod http;
+mod requests;
 mod resident;
 mod sink;
 
@@ -11,6 +12,8 @@ mod sink;
 pub use agent::{Opscope, sum_samples};
 #[allow(unused_imports)]
 pub use http::{HttpResponse, http_get, http_post};
+#[allow(unused_imports)]
+pub use requests::numbered_spans;
 #[allow(unused_imports)]
 pub use resident::{RssSampler, resident_bytes};
 #[allow(unused_imports)]

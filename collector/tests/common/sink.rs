@@ -11,20 +11,11 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::routing::post;
-use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
-    LogsService, LogsServiceServer,
-};
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsServiceRequest, ExportLogsServiceResponse,
 };
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
-};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -34,14 +25,13 @@ use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs};
 use opentelemetry_proto::tonic::metrics::v1::{Metric, ResourceMetrics, metric::Data};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, Span};
+use opscope_testkit::otlp_grpc::{ExportHandler, export_services};
 use prost::Message;
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
-use tonic::codec::CompressionEncoding;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use tonic::{Code, Request, Response, Status};
+use tonic::{Code, Status};
 use tower_http::decompression::RequestDecompressionLayer;
 
 use super::wait_until;
@@ -159,25 +149,7 @@ impl OtlpSink {
     /// An OTLP/gRPC server (trace, logs and metrics services; gzip and zstd accepted).
     pub fn grpc() -> Self {
         Self::serve(|listener, recorder| async move {
-            Server::builder()
-                .add_service(
-                    TraceServiceServer::from_arc(recorder.clone())
-                        .accept_compressed(CompressionEncoding::Gzip)
-                        .accept_compressed(CompressionEncoding::Zstd)
-                        .max_decoding_message_size(MAX_MESSAGE_SIZE),
-                )
-                .add_service(
-                    LogsServiceServer::from_arc(recorder.clone())
-                        .accept_compressed(CompressionEncoding::Gzip)
-                        .accept_compressed(CompressionEncoding::Zstd)
-                        .max_decoding_message_size(MAX_MESSAGE_SIZE),
-                )
-                .add_service(
-                    MetricsServiceServer::from_arc(recorder)
-                        .accept_compressed(CompressionEncoding::Gzip)
-                        .accept_compressed(CompressionEncoding::Zstd)
-                        .max_decoding_message_size(MAX_MESSAGE_SIZE),
-                )
+            export_services(recorder, MAX_MESSAGE_SIZE)
                 .serve_with_incoming(TcpIncoming::from(listener))
                 .await
                 .expect("serve the gRPC sink");
@@ -335,45 +307,20 @@ impl Recorder {
     }
 }
 
-#[tonic::async_trait]
-impl TraceService for Recorder {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        self.export_grpc(request.into_inner(), |received, request| {
-            received.traces.push(request)
-        })
-        .await?;
-        Ok(Response::new(ExportTraceServiceResponse::default()))
+impl ExportHandler for Recorder {
+    async fn traces(&self, request: ExportTraceServiceRequest) -> Result<(), Status> {
+        self.export_grpc(request, |received, request| received.traces.push(request))
+            .await
     }
-}
 
-#[tonic::async_trait]
-impl LogsService for Recorder {
-    async fn export(
-        &self,
-        request: Request<ExportLogsServiceRequest>,
-    ) -> Result<Response<ExportLogsServiceResponse>, Status> {
-        self.export_grpc(request.into_inner(), |received, request| {
-            received.logs.push(request)
-        })
-        .await?;
-        Ok(Response::new(ExportLogsServiceResponse::default()))
+    async fn logs(&self, request: ExportLogsServiceRequest) -> Result<(), Status> {
+        self.export_grpc(request, |received, request| received.logs.push(request))
+            .await
     }
-}
 
-#[tonic::async_trait]
-impl MetricsService for Recorder {
-    async fn export(
-        &self,
-        request: Request<ExportMetricsServiceRequest>,
-    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        self.export_grpc(request.into_inner(), |received, request| {
-            received.metrics.push(request)
-        })
-        .await?;
-        Ok(Response::new(ExportMetricsServiceResponse::default()))
+    async fn metrics(&self, request: ExportMetricsServiceRequest) -> Result<(), Status> {
+        self.export_grpc(request, |received, request| received.metrics.push(request))
+            .await
     }
 }
 

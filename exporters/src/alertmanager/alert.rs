@@ -173,7 +173,7 @@ fn optional_rfc3339<S: Serializer>(time: &Option<Nanos>, serializer: S) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alertmanager::test_signals::{conflict_signal, loop_signal, resolved};
+    use opscope_testkit::signals::{conflict_signal, loop_signal, resolved};
 
     const GOLDEN: &str = include_str!("testdata/alerts.json");
 

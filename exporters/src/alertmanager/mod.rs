@@ -6,8 +6,6 @@ mod client;
 pub mod config;
 mod state;
 #[cfg(test)]
-pub(crate) mod test_signals;
-#[cfg(test)]
 mod tests;
 
 use std::collections::HashSet;

@@ -174,7 +174,7 @@ impl FiringAlerts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alertmanager::test_signals::{conflict_signal, loop_signal, resolved, with_cause};
+    use opscope_testkit::signals::{conflict_signal, loop_signal, resolved, with_cause};
 
     fn apply(alerts: &mut FiringAlerts, signal: &Signal) -> Vec<Alert> {
         alerts.apply(signal, Alert::of(signal, None))

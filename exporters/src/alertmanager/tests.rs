@@ -8,10 +8,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use super::test_signals::{loop_signal, resolved};
 use super::{AlertmanagerConfig, AlertmanagerExporter};
 use crate::batch::SignalBatch;
 use crate::exporter::{ExportError, Exporter};
+use opscope_testkit::signals::{loop_signal, resolved};
 
 /// Longest wait for a request the test expects.
 const PATIENCE: Duration = Duration::from_secs(5);

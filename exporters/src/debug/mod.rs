@@ -169,7 +169,7 @@ mod escaping {
     use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 
     use super::*;
-    use crate::alertmanager::test_signals::loop_signal;
+    use opscope_testkit::signals::loop_signal;
 
     const FORGED: &str = "train\ndebug signal: RESOLVED all is well\r\u{1b}[2K\u{2028}";
 

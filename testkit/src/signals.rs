@@ -1,10 +1,9 @@
-//! Signals the alertmanager exporter's tests send: a reconcile loop and a write
-//! conflict as the correlator reports them.
+//! Example signals, as the correlator reports them, for the tests of what carries
+//! signals on: a reconcile loop and a write conflict.
 
 use std::collections::BTreeMap;
 
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
-
 use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
 /// 2024-05-01T12:00:00Z.
@@ -13,6 +12,11 @@ const SECOND: u64 = 1_000_000_000;
 
 /// A firing `reconcile_loop` on `RayJob ml/train`, first seen at noon, last a minute later.
 pub fn loop_signal() -> Signal {
+    loop_signal_seen(NOON, NOON + 60 * SECOND)
+}
+
+/// A firing `reconcile_loop` on `RayJob ml/train`, seen from `first_seen` to `last_seen`.
+pub fn loop_signal_seen(first_seen: u64, last_seen: u64) -> Signal {
     Signal {
         id: "reconcile_loop:rayjobs/ml/train".into(),
         signal: SignalType::ReconcileLoop,
@@ -31,8 +35,8 @@ pub fn loop_signal() -> Signal {
             namespace: "ray-system".into(),
         },
         controller: "rayjob".into(),
-        first_seen: NOON,
-        last_seen: NOON + 60 * SECOND,
+        first_seen,
+        last_seen,
         figures: BTreeMap::from([
             ("reconciles".to_string(), 420.0),
             ("reconciles_per_minute".to_string(), 420.0),
