@@ -11,10 +11,10 @@ pub use crate::receivers::filelog::reader::{BatchLimits, Ending, ReadEnd, Record
 pub use crate::receivers::filelog::record::Assembled;
 pub use crate::receivers::input_limits::{InputLimits, WithinLimits};
 pub use crate::receivers::k8s_audit::K8sAuditConfig;
-pub use crate::receivers::k8s_audit::event_list::EventList;
 pub use crate::receivers::k8s_audit::filter::EventFilter;
 pub use crate::receivers::k8s_audit::webhook::admitted_records;
 pub use crate::receivers::otlp::http::Format as OtlpHttpFormat;
 pub use crate::receivers::prometheus_scrape::exposition::{Format as ExpositionFormat, parse};
 pub use crate::receivers::prometheus_scrape::otlp_metrics::to_metrics;
 pub use crate::receivers::prometheus_scrape::series_starts::SeriesStarts;
+pub use opscope_model::kubernetes::audit::EventList;

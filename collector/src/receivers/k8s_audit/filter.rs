@@ -4,7 +4,7 @@
 use wildmatch::WildMatch;
 
 use super::config::K8sAuditConfig;
-use super::event_list::AuditEvent;
+use opscope_model::kubernetes::audit::AuditEvent;
 
 /// Patterns to take and patterns to leave out of what they take.
 struct Globs {
@@ -57,7 +57,7 @@ impl EventFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receivers::k8s_audit::event_list::EventList;
+    use opscope_model::kubernetes::audit::EventList;
 
     fn admitted(config: &K8sAuditConfig, items: &str) -> Vec<String> {
         let body =

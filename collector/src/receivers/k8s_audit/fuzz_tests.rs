@@ -11,9 +11,9 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::config::K8sAuditConfig;
-use super::event_list::EventList;
 use super::filter::EventFilter;
 use super::webhook::admitted_records;
+use opscope_model::kubernetes::audit::EventList;
 
 const MAX_EVENTS: usize = 10_000;
 

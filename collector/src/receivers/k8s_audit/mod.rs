@@ -2,7 +2,6 @@
 //! record for the operator_tagger and correlator (API calls, object state, deletions).
 
 pub mod config;
-pub(crate) mod event_list;
 pub(crate) mod filter;
 #[cfg(test)]
 mod fuzz_tests;

@@ -8,7 +8,7 @@ use opscope_proto::otlp::common::v1::{AnyValue, InstrumentationScope};
 use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::resource::v1::Resource;
 
-use super::event_list::AuditEvent;
+use opscope_model::kubernetes::audit::AuditEvent;
 
 /// `service.name` of the records: the API server's audit stream.
 pub const AUDIT_SERVICE_NAME: &str = "kube-apiserver-audit";
@@ -59,8 +59,8 @@ fn audit_record(event: &AuditEvent<'_>, observed_unix_nano: u64) -> LogRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::receivers::k8s_audit::event_list::EventList;
     use opscope_model::attributes::get_str;
+    use opscope_model::kubernetes::audit::EventList;
     use opscope_proto::otlp::common::v1::any_value::Value;
 
     #[test]

@@ -19,7 +19,6 @@ use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
 
 use super::config::K8sAuditConfig;
-use super::event_list::{AuditEvent, EventList, ListError};
 use super::filter::EventFilter;
 use super::records::audit_logs;
 use crate::consumer::{Consumer, Refusal};
@@ -29,6 +28,7 @@ use crate::receivers::body_memory::BodyMemory;
 use crate::receivers::http_body::{Rejection, read_body};
 use crate::receivers::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
+use opscope_model::kubernetes::audit::{AuditEvent, EventList, ListError};
 
 #[derive(Clone)]
 struct Webhook {

@@ -7,10 +7,9 @@ use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use opscope_model::timestamp::parse_rfc3339;
+use super::{API_VERSION_PREFIX, event_time};
 
 const EVENT_LIST: &str = "EventList";
-const AUDIT_API_VERSION_PREFIX: &str = "audit.k8s.io/";
 
 /// A batch as the API server posts it; the items are left unparsed until read.
 pub struct EventList<'a> {
@@ -96,9 +95,7 @@ impl<'a> EventList<'a> {
         let invalid =
             |e: serde_json::Error| ListError::Invalid(format!("not an audit EventList: {e}"));
         let document: ListDocument<'a> = serde_json::from_slice(body).map_err(invalid)?;
-        if document.kind != EVENT_LIST
-            || !document.api_version.starts_with(AUDIT_API_VERSION_PREFIX)
-        {
+        if document.kind != EVENT_LIST || !document.api_version.starts_with(API_VERSION_PREFIX) {
             return Err(ListError::Invalid(format!(
                 "expected kind EventList of apiVersion audit.k8s.io/v1, got kind {:?} apiVersion {:?}",
                 document.kind, document.api_version
@@ -128,6 +125,11 @@ impl<'a> EventList<'a> {
     /// How many events the batch holds.
     pub fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// Whether the batch holds no event (the API server posts none, but a client may).
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
     }
 
     /// The events with their headers read; an item that is not an event fails the
@@ -275,12 +277,10 @@ impl AuditEvent<'_> {
     /// `stageTimestamp`, else `requestReceivedTimestamp`, in nanoseconds since the
     /// epoch; 0 when neither is a valid time.
     pub fn time_unix_nano(&self) -> u64 {
-        [
-            &self.header.stage_timestamp,
-            &self.header.request_received_timestamp,
-        ]
-        .into_iter()
-        .find_map(|time| parse_rfc3339(time.as_deref()?))
+        event_time(
+            self.header.stage_timestamp.as_deref(),
+            self.header.request_received_timestamp.as_deref(),
+        )
         .unwrap_or(0)
     }
 

@@ -1,12 +1,10 @@
-//! Kubernetes audit events (`audit.k8s.io/v1`): one `Event` per log line, or an
-//! `EventList` as the webhook posts it, reduced to the facts the correlator uses.
+//! The facts the correlator uses of an audit `Event` (one per log line) or
+//! `EventList` (as the webhook posts it).
 
 use serde_json::Value;
 
-use super::status_digest::status_digest;
-use crate::timestamp::parse_rfc3339;
-
-const AUDIT_API_VERSION_PREFIX: &str = "audit.k8s.io/";
+use super::{API_VERSION_PREFIX, event_time};
+use crate::kubernetes::status_digest::status_digest;
 /// The one stage that shows the outcome. `RequestReceived`, `ResponseStarted`
 /// (watches) and `Panic` events are skipped: a completed request has its own event.
 const RESPONSE_COMPLETE: &str = "ResponseComplete";
@@ -87,7 +85,7 @@ enum AuditDocument<'a> {
 fn audit_document(value: &Value) -> Result<AuditDocument<'_>, String> {
     let api_version = text_at(value, "/apiVersion");
     let kind = text_at(value, "/kind");
-    if !api_version.starts_with(AUDIT_API_VERSION_PREFIX) {
+    if !api_version.starts_with(API_VERSION_PREFIX) {
         return Err(format!(
             "not an audit event: apiVersion {api_version:?} kind {kind:?}, expected audit.k8s.io/v1"
         ));
@@ -131,7 +129,7 @@ fn event_facts(event: &Value) -> Result<Option<AuditFacts>, String> {
 fn request_facts(event: &Value) -> Result<AuditFacts, String> {
     let owned = |pointer: &str| text_at(event, pointer).to_string();
     let mut facts = AuditFacts {
-        time_unix_nano: event_time(event)?,
+        time_unix_nano: time_of(event)?,
         stage: owned("/stage"),
         user: owned("/user/username"),
         verb: owned("/verb"),
@@ -154,13 +152,11 @@ fn request_facts(event: &Value) -> Result<AuditFacts, String> {
     Ok(facts)
 }
 
-fn event_time(event: &Value) -> Result<u64, String> {
-    ["/stageTimestamp", "/requestReceivedTimestamp"]
-        .iter()
-        .find_map(|pointer| parse_rfc3339(event.pointer(pointer)?.as_str()?))
-        .ok_or_else(|| {
-            "audit event without a valid stageTimestamp or requestReceivedTimestamp".to_string()
-        })
+fn time_of(event: &Value) -> Result<u64, String> {
+    let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
+    event_time(text("/stageTimestamp"), text("/requestReceivedTimestamp")).ok_or_else(|| {
+        "audit event without a valid stageTimestamp or requestReceivedTimestamp".to_string()
+    })
 }
 
 /// The response object when it is the object (RequestResponse level), else the
@@ -260,22 +256,23 @@ fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timestamp::parse_rfc3339;
 
     const STATUS_UPDATES: &str = include_str!(
-        "../../../processors/tests/fixtures/audit/status_update_request_response.jsonl"
+        "../../../../processors/tests/fixtures/audit/status_update_request_response.jsonl"
     );
     const PATCH: &str =
-        include_str!("../../../processors/tests/fixtures/audit/patch_finalizer.jsonl");
+        include_str!("../../../../processors/tests/fixtures/audit/patch_finalizer.jsonl");
     const CONFLICTS: &str =
-        include_str!("../../../processors/tests/fixtures/audit/conflict_409.jsonl");
+        include_str!("../../../../processors/tests/fixtures/audit/conflict_409.jsonl");
     const DELETES: &str =
-        include_str!("../../../processors/tests/fixtures/audit/delete_with_finalizers.jsonl");
+        include_str!("../../../../processors/tests/fixtures/audit/delete_with_finalizers.jsonl");
     const METADATA: &str =
-        include_str!("../../../processors/tests/fixtures/audit/metadata_level.jsonl");
+        include_str!("../../../../processors/tests/fixtures/audit/metadata_level.jsonl");
     const EVENT_LIST: &str =
-        include_str!("../../../processors/tests/fixtures/audit/event_list.json");
+        include_str!("../../../../processors/tests/fixtures/audit/event_list.json");
     const MALFORMED: &str =
-        include_str!("../../../processors/tests/fixtures/audit/malformed.jsonl");
+        include_str!("../../../../processors/tests/fixtures/audit/malformed.jsonl");
 
     const OPERATOR: &str = "system:serviceaccount:ray-system:kuberay-operator";
 
