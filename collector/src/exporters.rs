@@ -16,6 +16,7 @@ use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::components::connector_table;
 use crate::config::{Config, ConnectorConfig};
 use crate::connectors::operator_metrics::OperatorMetricsConnector;
 use crate::consumer::Consumer;
@@ -140,22 +141,37 @@ fn file_name(name: &str) -> String {
         .collect()
 }
 
-/// Builds the connector `id` of `config`, handing what it makes to `metrics`: the
-/// inputs of the metrics pipelines that list it as a receiver.
-pub fn build_connector(
-    id: &str,
-    config: &ConnectorConfig,
-    metrics: Consumer<ExportMetricsServiceRequest>,
-) -> BuiltExporter {
-    let built = BuiltExporter::new(QueueConfig::default(), RetryConfig::default());
-    match config {
-        ConnectorConfig::OperatorMetrics(_) => {
-            let connector = Arc::new(OperatorMetricsConnector::new(id, metrics));
-            built
-                .carrying::<ExportTraceServiceRequest, _>(&connector)
-                .carrying::<ExportLogsServiceRequest, _>(&connector)
+/// Reads the connector table (`config/components.rs`) for the building.
+macro_rules! connector_builds {
+    ($($type_name:literal => $variant:ident($config:ty) {
+        takes: [$($taken:ident),+],
+        feeds: [$($fed:ident),+],
+        build: $build:expr $(,)?
+    })+) => {
+        /// Builds the connector `id` of `config`, handing what it makes to `metrics`:
+        /// the inputs of the metrics pipelines that list it as a receiver.
+        pub fn build_connector(
+            id: &str,
+            config: &ConnectorConfig,
+            metrics: Consumer<ExportMetricsServiceRequest>,
+        ) -> BuiltExporter {
+            match config {
+                $(ConnectorConfig::$variant(config) => build_with::<$config>(id, config, metrics, $build),)+
+            }
         }
-    }
+    };
+}
+
+connector_table!(connector_builds);
+
+/// Calls a row's builder, its argument types given by the row's settings type.
+fn build_with<C>(
+    id: &str,
+    config: &C,
+    metrics: Consumer<ExportMetricsServiceRequest>,
+    build: impl FnOnce(&str, &C, Consumer<ExportMetricsServiceRequest>) -> BuiltExporter,
+) -> BuiltExporter {
+    build(id, config, metrics)
 }
 
 /// Which sending queue to start: one per exporter and pipeline; in memory, its

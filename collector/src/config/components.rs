@@ -13,12 +13,6 @@ use opscope_exporters::prometheus::{
 use opscope_exporters::{Encoded, QueueConfig, RetryConfig, SignalBatch};
 use opscope_model::TelemetryKind;
 use opscope_model::config::{FieldError, Validate};
-use opscope_processors::batch::BatchConfig;
-use opscope_processors::correlator::CorrelatorConfig;
-use opscope_processors::memory_limiter::MemoryLimiterConfig;
-use opscope_processors::operator_metrics::OperatorMetricsConfig;
-use opscope_processors::resource::ResourceConfig;
-use opscope_processors::tagger::TaggerConfig;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest as Logs;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest as Metrics;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest as Traces;
@@ -131,15 +125,54 @@ receiver_types! {
     }
 }
 
-component_types! {
-    "processor": ProcessorConfig {
-        "batch" => Batch(BatchConfig),
-        "resource" => Resource(ResourceConfig),
-        "operator_tagger" => OperatorTagger(TaggerConfig),
-        "correlator" => Correlator(CorrelatorConfig),
-        "memory_limiter" => MemoryLimiter(MemoryLimiterConfig),
-    }
+/// The processor types, one row each: the type name written in the config, its
+/// variant and settings, and how a pipeline gets its instance (its name, its
+/// settings and the processors shared by every pipeline given: a processor that is
+/// one instance for all pipelines, like the tagger, is made once in
+/// `SharedProcessors::new`). The table is read twice, each reader passing its macro:
+/// here for the settings (`processor_types!`) and by `pipeline/processors.rs` for
+/// the building, so the config needs nothing of the pipeline.
+macro_rules! processor_table {
+    ($read:ident) => {
+        $read! {
+            "batch" => Batch(opscope_processors::batch::BatchConfig) {
+                build: |_, config, _| Ok(Box::new(BatchProcessor::new(config.clone()))),
+            }
+            "resource" => Resource(opscope_processors::resource::ResourceConfig) {
+                build: |name, config, _| {
+                    let processor = ResourceProcessor::new(config)
+                        .map_err(|e| e.within(&format!("processors.{name}")))?;
+                    Ok(Box::new(processor))
+                },
+            }
+            "operator_tagger" => OperatorTagger(opscope_processors::tagger::TaggerConfig) {
+                build: |name, _, shared| Ok(Box::new(shared.instance(&shared.taggers, name)?)),
+            }
+            "correlator" => Correlator(opscope_processors::correlator::CorrelatorConfig) {
+                build: |name, _, shared| Ok(Box::new(shared.instance(&shared.correlators, name)?)),
+            }
+            "memory_limiter" => MemoryLimiter(opscope_processors::memory_limiter::MemoryLimiterConfig) {
+                build: |name, _, shared| {
+                    Ok(Box::new(shared.instance(&shared.memory_limiters, name)?))
+                },
+            }
+        }
+    };
 }
+pub(crate) use processor_table;
+
+/// Reads the processor table for the settings.
+macro_rules! processor_types {
+    ($($type_name:literal => $variant:ident($config:ty) { build: $build:expr $(,)? })+) => {
+        component_types! {
+            "processor": ProcessorConfig {
+                $($type_name => $variant($config),)+
+            }
+        }
+    };
+}
+
+processor_table!(processor_types);
 
 /// Declares the exporter types, one row each: as [`component_types!`], plus how the
 /// exporter is built from its settings (its name, settings and the agent's
@@ -253,14 +286,37 @@ exporter_types! {
     }
 }
 
-/// Declares the connector types, one row each: as [`component_types!`], plus the
+/// The connector types, one row each: the type name, variant and settings, the
 /// signal types of the pipelines it is an exporter of (`takes`) and a receiver of
-/// (`feeds`). How each is built from the pipelines it feeds is
-/// `exporters::build_connector`.
+/// (`feeds`), and how it is built from its id and the inputs of the metrics
+/// pipelines it feeds. Read twice, as the processor table is: here for the settings
+/// (`connector_types!`), and by `exporters.rs` for the building.
+macro_rules! connector_table {
+    ($read:ident) => {
+        $read! {
+            "operator_metrics" => OperatorMetrics(
+                opscope_processors::operator_metrics::OperatorMetricsConfig
+            ) {
+                takes: [Traces, Logs],
+                feeds: [Metrics],
+                build: |id, _, metrics| {
+                    let connector = Arc::new(OperatorMetricsConnector::new(id, metrics));
+                    BuiltExporter::new(QueueConfig::default(), RetryConfig::default())
+                        .carrying::<ExportTraceServiceRequest, _>(&connector)
+                        .carrying::<ExportLogsServiceRequest, _>(&connector)
+                },
+            }
+        }
+    };
+}
+pub(crate) use connector_table;
+
+/// Reads the connector table for the settings.
 macro_rules! connector_types {
     ($($type_name:literal => $variant:ident($config:ty) {
         takes: [$($taken:ident),+],
-        feeds: [$($fed:ident),+] $(,)?
+        feeds: [$($fed:ident),+],
+        build: $build:expr $(,)?
     })+) => {
         component_types! {
             /// Components that are an exporter of some pipelines and a receiver of others.
@@ -287,12 +343,7 @@ macro_rules! connector_types {
     };
 }
 
-connector_types! {
-    "operator_metrics" => OperatorMetrics(OperatorMetricsConfig) {
-        takes: [Traces, Logs],
-        feeds: [Metrics],
-    }
-}
+connector_table!(connector_types);
 
 component_types! {
     "extension": ExtensionConfig {

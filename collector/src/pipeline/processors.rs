@@ -16,6 +16,7 @@ use opscope_processors::resource::ResourceProcessor;
 use opscope_processors::tagger::OperatorTagger;
 
 use super::memory_watch;
+use crate::config::components::processor_table;
 use crate::config::{Config, ProcessorConfig};
 use crate::consumer::OtlpBatch;
 
@@ -75,6 +76,18 @@ impl SharedProcessors {
         })
     }
 
+    /// The shared instance `name` of one kind, for a pipeline that lists it.
+    pub fn instance<P: Clone>(
+        &self,
+        instances: &BTreeMap<String, P>,
+        name: &str,
+    ) -> Result<P, FieldError> {
+        instances
+            .get(name)
+            .cloned()
+            .ok_or_else(|| FieldError::new(format!("processors.{name}"), "was not started"))
+    }
+
     /// The memory limiter a pipeline lists, if any.
     pub fn memory_limiter_of(
         &self,
@@ -88,35 +101,30 @@ impl SharedProcessors {
     }
 }
 
-/// The processor `name` of a pipeline of `T`: its own instance, or the shared one.
-pub(super) fn build_processor<T: OtlpBatch>(
-    name: &str,
-    config: &ProcessorConfig,
-    shared: &SharedProcessors,
-) -> Result<Box<dyn Processor<T>>, FieldError> {
-    let not_started = || FieldError::new(format!("processors.{name}"), "was not started");
-    Ok(match config {
-        ProcessorConfig::Batch(batch) => Box::new(BatchProcessor::new(batch.clone())),
-        ProcessorConfig::Resource(resource) => Box::new(
-            ResourceProcessor::new(resource)
-                .map_err(|e| e.within(&format!("processors.{name}")))?,
-        ),
-        ProcessorConfig::OperatorTagger(_) => {
-            Box::new(shared.taggers.get(name).ok_or_else(not_started)?.clone())
+/// Reads the processor table (`config/components.rs`) for the building.
+macro_rules! processor_builds {
+    ($($type_name:literal => $variant:ident($config:ty) { build: $build:expr $(,)? })+) => {
+        /// The processor `name` of a pipeline of `T`: its own instance, or the shared one.
+        pub(super) fn build_processor<T: OtlpBatch>(
+            name: &str,
+            config: &ProcessorConfig,
+            shared: &SharedProcessors,
+        ) -> Result<Box<dyn Processor<T>>, FieldError> {
+            match config {
+                $(ProcessorConfig::$variant(config) => build_with::<T, $config>(name, config, shared, $build),)+
+            }
         }
-        ProcessorConfig::Correlator(_) => Box::new(
-            shared
-                .correlators
-                .get(name)
-                .ok_or_else(not_started)?
-                .clone(),
-        ),
-        ProcessorConfig::MemoryLimiter(_) => Box::new(
-            shared
-                .memory_limiters
-                .get(name)
-                .ok_or_else(not_started)?
-                .clone(),
-        ),
-    })
+    };
+}
+
+processor_table!(processor_builds);
+
+/// Calls a row's builder, its argument types given by the row's settings type.
+fn build_with<T, C>(
+    name: &str,
+    config: &C,
+    shared: &SharedProcessors,
+    build: impl FnOnce(&str, &C, &SharedProcessors) -> Result<Box<dyn Processor<T>>, FieldError>,
+) -> Result<Box<dyn Processor<T>>, FieldError> {
+    build(name, config, shared)
 }
