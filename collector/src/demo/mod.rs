@@ -50,35 +50,33 @@ impl Backends {
         let mut traces = vec!["operator_metrics"];
         let mut metrics = vec!["prometheus"];
         let mut signals = vec!["debug", "prometheus"];
+        // Each optional backend, and the pipeline besides `signals` it exports from.
         let optional = [
             (
                 &self.otlp,
                 "otlp/backend",
                 "{ endpoint: \"URL\", tls: { insecure: true } }",
-                true,
+                Some(&mut traces),
             ),
-            (&self.loki, "loki", "{ endpoint: \"URL\" }", false),
+            (&self.loki, "loki", "{ endpoint: \"URL\" }", None),
             (
                 &self.remote_write,
                 "prometheusremotewrite",
                 "{ endpoint: \"URL\" }",
-                false,
+                Some(&mut metrics),
             ),
             (
                 &self.alertmanager,
                 "alertmanager",
                 "{ endpoint: \"URL\", resend_interval: 10s }",
-                false,
+                None,
             ),
         ];
-        for (url, id, settings, carries_traces) in optional {
+        for (url, id, settings, pipeline) in optional {
             if let Some(url) = url {
                 entries.push_str(&format!("  {id}: {}\n", settings.replace("URL", url)));
-                if carries_traces {
-                    traces.push(id);
-                }
-                if id == "prometheusremotewrite" {
-                    metrics.push(id);
+                if let Some(pipeline) = pipeline {
+                    pipeline.push(id);
                 }
                 signals.push(id);
             }

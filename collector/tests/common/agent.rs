@@ -162,6 +162,21 @@ impl Opscope {
         status
     }
 
+    /// SIGTERM, and how long the agent took to exit; panics, with what it printed, if
+    /// it is still running after `limit`.
+    pub fn stop_within(&mut self, limit: Duration) -> Duration {
+        let started = std::time::Instant::now();
+        self.sigterm();
+        let status = self.wait_exit(limit);
+        let took = started.elapsed();
+        assert!(
+            status.is_some(),
+            "still running {took:?} after SIGTERM:\n{}",
+            self.logs()
+        );
+        took
+    }
+
     /// Everything the agent printed so far.
     pub fn logs(&self) -> String {
         let read = |name: &str| fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
