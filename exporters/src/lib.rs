@@ -17,6 +17,7 @@ pub mod batch;
 pub mod debug;
 pub mod exporter;
 pub mod http_answer;
+pub mod loadbalancing;
 pub mod loki;
 pub mod otlp;
 pub mod prometheus;

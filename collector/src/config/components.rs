@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use opscope_exporters::alertmanager::{AlertmanagerConfig, AlertmanagerExporter};
 use opscope_exporters::debug::{DebugConfig, DebugExporter};
+use opscope_exporters::loadbalancing::{LoadBalancingConfig, LoadBalancingExporter};
 use opscope_exporters::loki::{LokiConfig, LokiExporter};
 use opscope_exporters::otlp::{GrpcExporter, HttpExporter, OtlpExporterConfig, OtlpProtocol};
 use opscope_exporters::prometheus::{
@@ -278,6 +279,12 @@ exporter_types! {
             PrometheusExporter::start(name, config, reloads, connections)
         },
         carries: [Metrics, SignalBatch],
+    }
+    // Routes each record to the gateway that owns its object (docs/deploy.md).
+    "loadbalancing" => LoadBalancing(LoadBalancingConfig) {
+        build: |name, config, _| LoadBalancingExporter::new(name, config),
+        queue: |config| (&config.sending_queue, &config.retry_on_failure),
+        carries: [Traces, Logs],
     }
     "prometheusremotewrite" => RemoteWrite(RemoteWriteConfig) {
         build: |name, config, _| RemoteWriteExporter::new(name, config),

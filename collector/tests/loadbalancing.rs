@@ -1,0 +1,179 @@
+//! The `loadbalancing` exporter over real sockets: an agent routes tagged spans to
+//! two gateways (stand-in OTLP/gRPC servers). Each object's spans reach exactly one
+//! gateway, every span arrives once, and a gateway that refuses for a while gets
+//! its part again without the other getting its part twice.
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::{Behaviour, Opscope, OtlpSink, Ports, wait_until};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use tokio::runtime::Runtime;
+use tonic::Code;
+
+const OBJECTS: usize = 40;
+const SPANS_PER_OBJECT: usize = 5;
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn text(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.into())),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Span `i` of a reconcile of `Widget shop/w<object>`, as the tagger leaves it.
+fn object_span(object: usize, i: usize) -> Span {
+    Span {
+        trace_id: [object.to_be_bytes(), i.to_be_bytes()].concat(),
+        span_id: ((object * SPANS_PER_OBJECT + i) as u64 + 1)
+            .to_be_bytes()
+            .to_vec(),
+        name: "reconcile".into(),
+        attributes: vec![
+            text("k8s.object.kind", "Widget"),
+            text("k8s.object.namespace", "shop"),
+            text("k8s.object.name", &format!("w{object}")),
+        ],
+        ..Default::default()
+    }
+}
+
+/// One request per span round: every object's span `i`, so that each request holds
+/// spans of every gateway's objects.
+fn request(i: usize) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans: (0..OBJECTS).map(|object| object_span(object, i)).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn agent_config(ports: &Ports, gateways: &[&OtlpSink]) -> String {
+    let hostnames: Vec<String> = gateways
+        .iter()
+        .map(|gateway| format!("\"{}\"", gateway.addr()))
+        .collect();
+    format!(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: 127.0.0.1:{grpc} }}
+exporters:
+  loadbalancing:
+    routing_key: k8s.object
+    protocol:
+      otlp: {{ tls: {{ insecure: true }}, timeout: 5s, compression: gzip }}
+    resolver:
+      static: {{ hostnames: [{hostnames}] }}
+    retry_on_failure: {{ initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 20s }}
+extensions:
+  health_check: {{ endpoint: 127.0.0.1:{health} }}
+service:
+  extensions: [health_check]
+  pipelines:
+    traces: {{ receivers: [otlp], exporters: [loadbalancing] }}
+  telemetry:
+    metrics: {{ address: 127.0.0.1:{metrics} }}
+"#,
+        grpc = ports.grpc,
+        health = ports.health,
+        metrics = ports.metrics,
+        hostnames = hostnames.join(", "),
+    )
+}
+
+fn send_all(ports: &Ports) {
+    let runtime = Runtime::new().expect("client runtime");
+    runtime.block_on(async {
+        let mut client = TraceServiceClient::connect(ports.grpc_url())
+            .await
+            .expect("connect to opscope");
+        for i in 0..SPANS_PER_OBJECT {
+            client.export(request(i)).await.expect("accepted");
+        }
+    });
+}
+
+/// The object each span a gateway received is about, and every span id it received.
+fn received(gateway: &OtlpSink) -> (BTreeSet<String>, Vec<Vec<u8>>) {
+    let received = gateway.received();
+    let objects = received
+        .spans()
+        .filter_map(|span| {
+            span.attributes
+                .iter()
+                .find(|kv| kv.key == "k8s.object.name")
+                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                    any_value::Value::StringValue(name) => Some(name.clone()),
+                    _ => None,
+                })
+        })
+        .collect();
+    let ids = received.spans().map(|span| span.span_id.clone()).collect();
+    (objects, ids)
+}
+
+/// Every span arrived once, and each object's spans at one gateway only.
+fn assert_routed_by_object(gateways: &[&OtlpSink]) {
+    let total = OBJECTS * SPANS_PER_OBJECT;
+    let arrived = wait_until(DELIVERY_TIMEOUT, || {
+        gateways.iter().map(|g| g.span_count()).sum::<usize>() >= total
+    });
+    assert!(arrived, "not every span arrived in {DELIVERY_TIMEOUT:?}");
+    let mut owner_of: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ids = BTreeSet::new();
+    for (index, gateway) in gateways.iter().enumerate() {
+        let (objects, span_ids) = received(gateway);
+        assert!(
+            !objects.is_empty(),
+            "gateway {index} owns none of 40 objects"
+        );
+        for object in objects {
+            let owner = owner_of.entry(object.clone()).or_insert(index);
+            assert_eq!(*owner, index, "{object} reached two gateways");
+        }
+        for id in span_ids {
+            assert!(ids.insert(id.clone()), "span {id:?} arrived twice");
+        }
+    }
+    assert_eq!(ids.len(), total);
+    assert_eq!(owner_of.len(), OBJECTS);
+}
+
+#[test]
+fn each_objects_spans_reach_one_gateway_once() {
+    let gateways = [OtlpSink::grpc(), OtlpSink::grpc()];
+    let refs: Vec<&OtlpSink> = gateways.iter().collect();
+    let ports = Ports::free();
+    let _agent = Opscope::start(&agent_config(&ports, &refs), &ports.health_addr());
+    send_all(&ports);
+    assert_routed_by_object(&refs);
+}
+
+#[test]
+fn a_gateway_that_refuses_for_a_while_gets_its_part_again_and_the_other_no_copy() {
+    let gateways = [OtlpSink::grpc(), OtlpSink::grpc()];
+    gateways[1].set_behaviour(Behaviour::Fail {
+        code: Code::Unavailable,
+        times: 3,
+    });
+    let refs: Vec<&OtlpSink> = gateways.iter().collect();
+    let ports = Ports::free();
+    let _agent = Opscope::start(&agent_config(&ports, &refs), &ports.health_addr());
+    send_all(&ports);
+    assert_routed_by_object(&refs);
+    assert!(gateways[1].attempts() > gateways[1].received().traces.len());
+}

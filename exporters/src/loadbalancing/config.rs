@@ -1,0 +1,179 @@
+//! Settings of the `loadbalancing` exporter, in the shape of the OpenTelemetry
+//! Collector's: a routing key, the protocol to each gateway, and the resolver that
+//! says which gateways there are.
+
+use opscope_model::config::{FieldError, Validate};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::otlp::{OtlpExporterConfig, OtlpProtocol};
+use crate::queue::{QueueConfig, RetryConfig};
+
+/// The one routing key: each record to the gateway owning its object, records that
+/// name none by their pod.
+pub const ROUTING_BY_OBJECT: &str = "k8s.object";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadBalancingConfig {
+    #[serde(default = "default_routing_key")]
+    pub routing_key: String,
+    pub protocol: ProtocolConfig,
+    pub resolver: ResolverConfig,
+    /// The queue of whole batches in front of the routing.
+    #[serde(default)]
+    pub sending_queue: QueueConfig,
+    /// Retries of a batch no gateway took, and of the parts a gateway refused while
+    /// the others took theirs.
+    #[serde(default)]
+    pub retry_on_failure: RetryConfig,
+}
+
+fn default_routing_key() -> String {
+    ROUTING_BY_OBJECT.to_string()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolConfig {
+    /// The `otlp` exporter's settings to each gateway, without `endpoint` (the
+    /// resolver gives it) and without a queue of their own.
+    pub otlp: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolverConfig {
+    #[serde(rename = "static")]
+    pub fixed: Option<StaticResolver>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticResolver {
+    /// `host:port` of each gateway's OTLP/gRPC receiver.
+    pub hostnames: Vec<String>,
+}
+
+impl LoadBalancingConfig {
+    /// The gateways the resolver names.
+    pub fn endpoints(&self) -> &[String] {
+        self.resolver
+            .fixed
+            .as_ref()
+            .map_or(&[], |fixed| fixed.hostnames.as_slice())
+    }
+
+    /// The `otlp` exporter settings to the gateway at `endpoint`.
+    pub fn destination(&self, endpoint: &str) -> Result<OtlpExporterConfig, FieldError> {
+        let mut settings = self.protocol.otlp.clone();
+        settings.insert("endpoint".into(), Value::String(endpoint.to_string()));
+        let config: OtlpExporterConfig = serde_json::from_value(Value::Object(settings))
+            .map_err(|error| FieldError::new("protocol.otlp", error.to_string()))?;
+        config
+            .validate(OtlpProtocol::Grpc)
+            .map_err(|error| error.within("protocol.otlp"))?;
+        Ok(config)
+    }
+}
+
+impl Validate for LoadBalancingConfig {
+    fn validate(&self) -> Result<(), FieldError> {
+        if self.routing_key != ROUTING_BY_OBJECT {
+            return Err(FieldError::new(
+                "routing_key",
+                format!(
+                    "\"{}\" is not a routing key (known: {ROUTING_BY_OBJECT})",
+                    self.routing_key
+                ),
+            ));
+        }
+        for key in ["endpoint", "sending_queue", "retry_on_failure"] {
+            if self.protocol.otlp.contains_key(key) {
+                return Err(FieldError::new(
+                    format!("protocol.otlp.{key}"),
+                    "is set by the loadbalancing exporter itself (endpoint: the resolver; \
+                     queue and retries: its own sending_queue and retry_on_failure)",
+                ));
+            }
+        }
+        let Some(fixed) = &self.resolver.fixed else {
+            return Err(FieldError::new(
+                "resolver",
+                "name the gateways: static: { hostnames: [...] }",
+            ));
+        };
+        if fixed.hostnames.is_empty() {
+            return Err(FieldError::new(
+                "resolver.static.hostnames",
+                "at least one is required",
+            ));
+        }
+        for (index, endpoint) in fixed.hostnames.iter().enumerate() {
+            self.destination(endpoint).map_err(|error| {
+                if error.field.starts_with("protocol") {
+                    error
+                } else {
+                    error.within(&format!("resolver.static.hostnames[{index}]"))
+                }
+            })?;
+        }
+        self.sending_queue
+            .validate()
+            .map_err(|error| error.within("sending_queue"))?;
+        self.retry_on_failure
+            .validate()
+            .map_err(|error| error.within("retry_on_failure"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(json: Value) -> Result<LoadBalancingConfig, String> {
+        serde_json::from_value(json).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn the_collector_shape_is_read_and_checked() {
+        let good = serde_json::json!({
+            "protocol": { "otlp": { "tls": { "insecure": true }, "timeout": "5s", "compression": "gzip" } },
+            "resolver": { "static": { "hostnames": ["10.0.0.5:4317", "10.0.0.6:4317"] } },
+        });
+        let loaded = config(good.clone()).expect("reads");
+        assert!(loaded.validate().is_ok());
+        assert_eq!(loaded.routing_key, "k8s.object");
+        let destination = loaded.destination("10.0.0.6:4317").expect("a destination");
+        assert_eq!(destination.endpoint, "10.0.0.6:4317");
+
+        let mut keyed = good.clone();
+        keyed["routing_key"] = "traceID".into();
+        assert_eq!(
+            config(keyed).expect("reads").validate().unwrap_err().field,
+            "routing_key"
+        );
+        let mut queued = good.clone();
+        queued["protocol"]["otlp"]["sending_queue"] = serde_json::json!({});
+        assert_eq!(
+            config(queued).expect("reads").validate().unwrap_err().field,
+            "protocol.otlp.sending_queue"
+        );
+        let mut bad_option = good.clone();
+        bad_option["protocol"]["otlp"]["compresion"] = "gzip".into();
+        assert_eq!(
+            config(bad_option)
+                .expect("reads")
+                .validate()
+                .unwrap_err()
+                .field,
+            "protocol.otlp"
+        );
+        let mut none = good;
+        none["resolver"] = serde_json::json!({});
+        assert_eq!(
+            config(none).expect("reads").validate().unwrap_err().field,
+            "resolver"
+        );
+    }
+}
