@@ -1,11 +1,14 @@
-//! Exporter encodings: tagged log records into a Loki push (protobuf + snappy), and
-//! a remote-write request of operator series (protobuf + snappy).
+//! Exporter work: tagged log records into a Loki push (protobuf + snappy), a
+//! remote-write request of operator series (protobuf + snappy), and a batch of
+//! tagged spans cut by owning gateway (the `loadbalancing` exporter's routing).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use opscope_bench::controller_runtime_logs;
+use opscope_bench::{controller_runtime_logs, reconcile_traces};
+use opscope_exporters::loadbalancing::Ring;
+use opscope_exporters::loadbalancing::routing::partition_traces;
 use opscope_exporters::loki::{StreamLabel, logs_push_request, snappy_body};
 use opscope_processors::Processor;
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
@@ -81,10 +84,30 @@ fn remote_write(c: &mut Criterion) {
     group.finish();
 }
 
+/// The routing of tagged reconcile spans over three gateways: each span's object key
+/// hashed and scored, and the batch cut into one request per gateway.
+fn loadbalancing(c: &mut Criterion) {
+    let mut tagger = OperatorTagger::new(&TaggerConfig::default());
+    let mut tagged = Vec::with_capacity(1);
+    let (traces, spans) = reconcile_traces(RECORDS);
+    tagger.process(traces, Instant::now(), &mut tagged);
+    let Some(traces) = tagged.pop() else {
+        panic!("the tagger passes the spans on");
+    };
+    let ring = Ring::new(&["10.0.0.5:4317", "10.0.0.6:4317", "10.0.0.7:4317"]);
+    let mut group = c.benchmark_group("loadbalancing");
+    group.throughput(Throughput::Elements(spans as u64));
+    group.bench_function("partition_1000_spans_over_3_gateways", |b| {
+        b.iter(|| partition_traces(black_box(traces.clone()), &ring))
+    });
+    group.bench_function("clone_1000_spans", |b| b.iter(|| black_box(traces.clone())));
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = quick();
-    targets = loki, remote_write
+    targets = loki, remote_write, loadbalancing
 }
 
 /// Few samples and short measurements: `cargo bench` stays a few minutes long.

@@ -65,6 +65,11 @@ fn agent_config(ports: &Ports, gateways: &[&OtlpSink]) -> String {
         .iter()
         .map(|gateway| format!("\"{}\"", gateway.addr()))
         .collect();
+    let resolver = format!("static: {{ hostnames: [{}] }}", hostnames.join(", "));
+    config_with_resolver(ports, &resolver)
+}
+
+fn config_with_resolver(ports: &Ports, resolver: &str) -> String {
     format!(
         r#"
 receivers:
@@ -77,7 +82,7 @@ exporters:
     protocol:
       otlp: {{ tls: {{ insecure: true }}, timeout: 5s, compression: gzip }}
     resolver:
-      static: {{ hostnames: [{hostnames}] }}
+      {resolver}
     retry_on_failure: {{ initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 20s }}
 extensions:
   health_check: {{ endpoint: 127.0.0.1:{health} }}
@@ -91,7 +96,6 @@ service:
         grpc = ports.grpc,
         health = ports.health,
         metrics = ports.metrics,
-        hostnames = hostnames.join(", "),
     )
 }
 
@@ -176,4 +180,20 @@ fn a_gateway_that_refuses_for_a_while_gets_its_part_again_and_the_other_no_copy(
     send_all(&ports);
     assert_routed_by_object(&refs);
     assert!(gateways[1].attempts() > gateways[1].received().traces.len());
+}
+
+#[test]
+fn the_dns_resolver_finds_the_gateways_of_a_name() {
+    let gateway = OtlpSink::grpc();
+    let ports = Ports::free();
+    let resolver = format!(
+        "dns: {{ hostname: 127.0.0.1, port: {}, interval: 1s, timeout: 1s }}",
+        gateway.addr().port()
+    );
+    let _agent = Opscope::start(
+        &config_with_resolver(&ports, &resolver),
+        &ports.health_addr(),
+    );
+    send_all(&ports);
+    assert_routed_by_object(&[&gateway]);
 }

@@ -2,7 +2,9 @@
 //! Collector's: a routing key, the protocol to each gateway, and the resolver that
 //! says which gateways there are.
 
-use opscope_model::config::{FieldError, Validate};
+use std::time::Duration;
+
+use opscope_model::config::{FieldError, Validate, duration, positive};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -41,11 +43,40 @@ pub struct ProtocolConfig {
     pub otlp: Map<String, Value>,
 }
 
+/// One of `static` and `dns`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResolverConfig {
     #[serde(rename = "static")]
     pub fixed: Option<StaticResolver>,
+    pub dns: Option<DnsResolverConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsResolverConfig {
+    /// A name whose A/AAAA records are the gateways: a headless Service's.
+    pub hostname: String,
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// How often the name is resolved again.
+    #[serde(default = "default_interval", deserialize_with = "duration")]
+    pub interval: Duration,
+    /// How long one resolution may take; a failed one keeps the last gateways.
+    #[serde(default = "default_resolve_timeout", deserialize_with = "duration")]
+    pub timeout: Duration,
+}
+
+fn default_port() -> u16 {
+    4317
+}
+
+fn default_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_resolve_timeout() -> Duration {
+    Duration::from_secs(1)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -56,7 +87,7 @@ pub struct StaticResolver {
 }
 
 impl LoadBalancingConfig {
-    /// The gateways the resolver names.
+    /// The gateways the static resolver names (none for the DNS resolver).
     pub fn endpoints(&self) -> &[String] {
         self.resolver
             .fixed
@@ -97,11 +128,16 @@ impl Validate for LoadBalancingConfig {
                 ));
             }
         }
-        let Some(fixed) = &self.resolver.fixed else {
-            return Err(FieldError::new(
-                "resolver",
-                "name the gateways: static: { hostnames: [...] }",
-            ));
+        let fixed = match (&self.resolver.fixed, &self.resolver.dns) {
+            (Some(fixed), None) => fixed,
+            (None, Some(dns)) => return self.validate_dns(dns),
+            _ => {
+                return Err(FieldError::new(
+                    "resolver",
+                    "name the gateways with one of static: { hostnames: [...] } and \
+                     dns: { hostname: ..., port: ... }",
+                ));
+            }
         };
         if fixed.hostnames.is_empty() {
             return Err(FieldError::new(
@@ -118,6 +154,22 @@ impl Validate for LoadBalancingConfig {
                 }
             })?;
         }
+        self.validate_queue()
+    }
+}
+
+impl LoadBalancingConfig {
+    fn validate_dns(&self, dns: &DnsResolverConfig) -> Result<(), FieldError> {
+        if dns.hostname.is_empty() {
+            return Err(FieldError::new("resolver.dns.hostname", "is required"));
+        }
+        positive("resolver.dns.interval", dns.interval)?;
+        positive("resolver.dns.timeout", dns.timeout)?;
+        self.destination(&format!("{}:{}", dns.hostname, dns.port))?;
+        self.validate_queue()
+    }
+
+    fn validate_queue(&self) -> Result<(), FieldError> {
         self.sending_queue
             .validate()
             .map_err(|error| error.within("sending_queue"))?;
@@ -168,6 +220,18 @@ mod tests {
                 .unwrap_err()
                 .field,
             "protocol.otlp"
+        );
+        let mut dns = good.clone();
+        dns["resolver"] =
+            serde_json::json!({ "dns": { "hostname": "opscope-gateway", "interval": "10s" } });
+        let dns = config(dns).expect("reads");
+        assert!(dns.validate().is_ok());
+        assert_eq!(dns.resolver.dns.as_ref().map(|d| d.port), Some(4317));
+        let mut both = good.clone();
+        both["resolver"]["dns"] = serde_json::json!({ "hostname": "opscope-gateway" });
+        assert_eq!(
+            config(both).expect("reads").validate().unwrap_err().field,
+            "resolver"
         );
         let mut none = good;
         none["resolver"] = serde_json::json!({});

@@ -1,9 +1,11 @@
 //! The `loadbalancing` exporter: cuts each batch by owning gateway and sends each
 //! part to its gateway over OTLP/gRPC. A part a gateway refuses for now is tried
-//! again alone while the others are delivered, so no gateway gets a part twice;
-//! a batch no gateway took goes back to the sending queue whole.
+//! again alone while the others are delivered, so no gateway gets a part twice; if
+//! the resolver has dropped that gateway meanwhile, the part goes to the objects'
+//! new owners. A batch no gateway took goes back to the sending queue whole.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
 use futures_util::future::join_all;
@@ -12,8 +14,10 @@ use opscope_model::config::FieldError;
 use opscope_proto::ExportService;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+use tokio_util::sync::CancellationToken;
 
 use super::config::LoadBalancingConfig;
+use super::resolver::{DnsResolver, follow};
 use super::ring::Ring;
 use super::routing::{partition_logs, partition_traces};
 use crate::batch::{Batch, Encoded};
@@ -23,71 +27,138 @@ use crate::queue::{Backoff, RetryConfig};
 
 pub struct LoadBalancingExporter {
     name: String,
-    ring: Ring,
-    /// One exporter per gateway, in the ring's order.
-    gateways: Vec<Gateway>,
+    routing: Arc<RwLock<Arc<Routing>>>,
     retry: RetryConfig,
+    /// Stops the resolver's task when the exporter goes.
+    stop: CancellationToken,
 }
 
+/// The gateways as last resolved: the ring and one exporter per gateway.
+#[derive(Default)]
+struct Routing {
+    ring: Ring,
+    gateways: BTreeMap<String, Gateway>,
+}
+
+#[derive(Clone)]
 struct Gateway {
-    endpoint: String,
     exporter: Arc<GrpcExporter>,
     max_request_size: Option<usize>,
 }
 
+impl Routing {
+    /// The routing to `endpoints`, keeping the exporters of the gateways that stay.
+    fn to(
+        endpoints: &[String],
+        config: &LoadBalancingConfig,
+        previous: &Routing,
+    ) -> Result<Self, FieldError> {
+        let ring = Ring::new(endpoints);
+        let mut gateways = BTreeMap::new();
+        for endpoint in ring.endpoints() {
+            let gateway = match previous.gateways.get(endpoint) {
+                Some(gateway) => gateway.clone(),
+                None => {
+                    let settings = config.destination(endpoint)?;
+                    Gateway {
+                        exporter: Arc::new(GrpcExporter::new(&settings)?),
+                        max_request_size: settings.request_size_limit(),
+                    }
+                }
+            };
+            gateways.insert(endpoint.to_string(), gateway);
+        }
+        Ok(Self { ring, gateways })
+    }
+}
+
+/// A batch type the exporter cuts by owner.
+pub trait Routable: Telemetry + ExportService {
+    /// One part per gateway of `ring`, by index.
+    fn partition(self, ring: &Ring) -> Vec<Self>;
+}
+
+impl Routable for ExportTraceServiceRequest {
+    fn partition(self, ring: &Ring) -> Vec<Self> {
+        partition_traces(self, ring)
+    }
+}
+
+impl Routable for ExportLogsServiceRequest {
+    fn partition(self, ring: &Ring) -> Vec<Self> {
+        partition_logs(self, ring)
+    }
+}
+
 impl LoadBalancingExporter {
+    /// The exporter of `config`; with the DNS resolver, its task that follows the
+    /// name starts on the current Tokio runtime.
     pub fn new(name: &str, config: &LoadBalancingConfig) -> Result<Self, FieldError> {
-        let ring = Ring::new(config.endpoints());
-        let gateways = ring
-            .endpoints()
-            .map(|endpoint| {
-                let settings = config.destination(endpoint)?;
-                Ok(Gateway {
-                    endpoint: endpoint.to_string(),
-                    exporter: Arc::new(GrpcExporter::new(&settings)?),
-                    max_request_size: settings.request_size_limit(),
-                })
-            })
-            .collect::<Result<Vec<_>, FieldError>>()?;
-        Ok(Self {
+        let routing = Routing::to(config.endpoints(), config, &Routing::default())?;
+        let exporter = Self {
             name: name.to_string(),
-            ring,
-            gateways,
+            routing: Arc::new(RwLock::new(Arc::new(routing))),
             retry: config.retry_on_failure.clone(),
-        })
+            stop: CancellationToken::new(),
+        };
+        if let Some(dns) = &config.resolver.dns {
+            let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+                FieldError::new("resolver.dns", "can only be followed inside the agent")
+            })?;
+            let resolver = DnsResolver {
+                hostname: dns.hostname.clone(),
+                port: dns.port,
+            };
+            let routing = Arc::clone(&exporter.routing);
+            let config = config.clone();
+            let exporter_name = exporter.name.clone();
+            let changed = move |endpoints: Vec<String>| {
+                let mut current = routing.write().unwrap_or_else(PoisonError::into_inner);
+                match Routing::to(&endpoints, &config, &current) {
+                    Ok(next) => *current = Arc::new(next),
+                    Err(error) => tracing::warn!(exporter = %exporter_name, %error,
+                        "loadbalancing: a resolved gateway cannot be used; keeping the last list"),
+                }
+            };
+            runtime.spawn(follow(
+                resolver,
+                dns.interval,
+                dns.timeout,
+                exporter.stop.clone(),
+                changed,
+            ));
+        }
+        Ok(exporter)
     }
 
-    /// Sends each gateway its part, parts a gateway refuses for now again until
-    /// they pass or the retries run out.
-    async fn deliver<T: Telemetry + ExportService>(
-        &self,
-        parts: Vec<T>,
-    ) -> Result<Delivery, ExportError> {
-        let mut pending: Vec<(usize, Encoded<T>)> = Vec::new();
-        for (owner, part) in parts.into_iter().enumerate() {
-            if part.item_count() == 0 {
-                continue;
-            }
-            let encoded = Encoded::new(&part);
-            let limit = self.gateways.get(owner).and_then(|g| g.max_request_size);
-            let cut = match limit {
-                Some(max) => encoded.cut(max).map_err(ExportError::permanent)?,
-                None => vec![encoded],
-            };
-            pending.extend(cut.into_iter().map(|piece| (owner, piece)));
-        }
+    fn routing(&self) -> Arc<Routing> {
+        let current = self.routing.read().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&current)
+    }
+
+    /// Sends each gateway its part, parts a gateway refuses for now again until they
+    /// pass or the retries run out.
+    async fn deliver<T: Routable>(&self, batch: T) -> Result<Delivery, ExportError> {
         let started = Instant::now();
         let mut backoff = Backoff::new(&self.retry);
         let mut delivered_any = false;
         let mut delivery = Delivery::default();
+        let mut unrouted = vec![batch];
+        let mut pending: Vec<(String, Encoded<T>)> = Vec::new();
         loop {
+            let routing = self.routing();
+            pending = self.route(&routing, unrouted, pending)?;
+            unrouted = Vec::new();
+            if pending.is_empty() && !routing.ring.is_empty() {
+                return Ok(delivery);
+            }
             let sends = pending
                 .iter()
-                .map(|(owner, piece)| self.send(*owner, piece));
+                .map(|(endpoint, piece)| send(&routing, endpoint, piece));
             let results = join_all(sends).await;
             let mut refused_for_now = Vec::new();
             let mut last_error = None;
-            for ((owner, piece), result) in pending.into_iter().zip(results) {
+            for ((endpoint, piece), result) in pending.into_iter().zip(results) {
                 match result {
                     Ok(answer) => {
                         delivered_any = true;
@@ -95,26 +166,33 @@ impl LoadBalancingExporter {
                     }
                     Err(error @ ExportError::Retryable { .. }) if self.retry.enabled => {
                         last_error = Some(error);
-                        refused_for_now.push((owner, piece));
+                        refused_for_now.push((endpoint, piece));
                     }
                     Err(error) => {
                         delivered_any = true;
-                        add(&mut delivery, self.refused(owner, piece.items(), &error));
+                        add(
+                            &mut delivery,
+                            self.refused(&endpoint, piece.items(), &error),
+                        );
                     }
                 }
             }
-            if refused_for_now.is_empty() {
+            if refused_for_now.is_empty() && !routing.ring.is_empty() {
                 return Ok(delivery);
             }
             // Nothing went anywhere yet: the sending queue tries the whole batch again.
-            if !delivered_any && let Some(error) = last_error {
-                return Err(error);
+            if !delivered_any {
+                return Err(last_error
+                    .unwrap_or_else(|| ExportError::retryable("no gateway is resolved yet")));
             }
             let limit = self.retry.max_elapsed_time;
             if !limit.is_zero() && started.elapsed() >= limit {
-                for (owner, piece) in refused_for_now {
+                for (endpoint, piece) in refused_for_now {
                     let error = ExportError::retryable(format!("retries ran out after {limit:?}"));
-                    add(&mut delivery, self.refused(owner, piece.items(), &error));
+                    add(
+                        &mut delivery,
+                        self.refused(&endpoint, piece.items(), &error),
+                    );
                 }
                 return Ok(delivery);
             }
@@ -123,23 +201,50 @@ impl LoadBalancingExporter {
         }
     }
 
-    async fn send<T: Telemetry + ExportService>(
+    /// The pieces to send: `unrouted` batches cut by owner, and the `pending` pieces
+    /// of gateways still in the ring; a pending piece of a gateway the ring dropped
+    /// is routed again to the objects' new owners.
+    fn route<T: Routable>(
         &self,
-        owner: usize,
-        piece: &Encoded<T>,
-    ) -> Result<Delivery, ExportError> {
-        match self.gateways.get(owner) {
-            Some(gateway) => gateway.exporter.export(piece).await,
-            None => Err(ExportError::permanent("no gateway owns the part")),
+        routing: &Routing,
+        mut unrouted: Vec<T>,
+        pending: Vec<(String, Encoded<T>)>,
+    ) -> Result<Vec<(String, Encoded<T>)>, ExportError> {
+        let mut pieces = Vec::new();
+        for (endpoint, piece) in pending {
+            if routing.gateways.contains_key(&endpoint) {
+                pieces.push((endpoint, piece));
+            } else {
+                unrouted.push(T::from_record(&piece.bytes()).map_err(ExportError::permanent)?);
+            }
         }
+        if routing.ring.is_empty() {
+            // Kept for when the resolver finds a gateway.
+            return Ok(pieces);
+        }
+        for batch in unrouted {
+            let parts = batch.partition(&routing.ring);
+            for (endpoint, part) in routing.ring.endpoints().zip(parts) {
+                if part.item_count() == 0 {
+                    continue;
+                }
+                let encoded = Encoded::new(&part);
+                let limit = routing
+                    .gateways
+                    .get(endpoint)
+                    .and_then(|gateway| gateway.max_request_size);
+                let cut = match limit {
+                    Some(max) => encoded.cut(max).map_err(ExportError::permanent)?,
+                    None => vec![encoded],
+                };
+                pieces.extend(cut.into_iter().map(|piece| (endpoint.to_string(), piece)));
+            }
+        }
+        Ok(pieces)
     }
 
     /// What a part a gateway did not take counts as: items refused, named.
-    fn refused(&self, owner: usize, items: usize, error: &ExportError) -> Delivery {
-        let endpoint = self
-            .gateways
-            .get(owner)
-            .map_or("?", |gateway| gateway.endpoint.as_str());
+    fn refused(&self, endpoint: &str, items: usize, error: &ExportError) -> Delivery {
         tracing::warn!(exporter = %self.name, gateway = %endpoint, items, %error,
             "loadbalancing: a gateway did not take its part");
         Delivery {
@@ -147,6 +252,19 @@ impl LoadBalancingExporter {
             rejected_reason: Some("gateway_refused"),
             message: format!("gateway {endpoint}: {error}"),
         }
+    }
+}
+
+async fn send<T: Telemetry + ExportService>(
+    routing: &Routing,
+    endpoint: &str,
+    piece: &Encoded<T>,
+) -> Result<Delivery, ExportError> {
+    match routing.gateways.get(endpoint) {
+        Some(gateway) => gateway.exporter.export(piece).await,
+        None => Err(ExportError::retryable(format!(
+            "gateway {endpoint} left the ring"
+        ))),
     }
 }
 
@@ -160,16 +278,136 @@ fn add(total: &mut Delivery, answer: Delivery) {
     }
 }
 
+impl Drop for LoadBalancingExporter {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 impl Exporter<ExportTraceServiceRequest> for LoadBalancingExporter {
     async fn export(&self, batch: &ExportTraceServiceRequest) -> Result<Delivery, ExportError> {
-        self.deliver(partition_traces(batch.clone(), &self.ring))
-            .await
+        self.deliver(batch.clone()).await
     }
 }
 
 impl Exporter<ExportLogsServiceRequest> for LoadBalancingExporter {
     async fn export(&self, batch: &ExportLogsServiceRequest) -> Result<Delivery, ExportError> {
-        self.deliver(partition_logs(batch.clone(), &self.ring))
-            .await
+        self.deliver(batch.clone()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use opscope_model::attributes::set_str;
+    use opscope_model::semconv::{OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE};
+    use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
+    use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use opscope_testkit::otlp_grpc::{ExportHandler, export_services};
+    use tokio::net::TcpListener;
+    use tonic::Status;
+    use tonic::transport::server::TcpIncoming;
+
+    use super::*;
+
+    /// A gateway that keeps the names of the spans it receives.
+    #[derive(Default)]
+    struct Gateway(Mutex<Vec<String>>);
+
+    impl ExportHandler for Gateway {
+        async fn traces(&self, request: ExportTraceServiceRequest) -> Result<(), Status> {
+            let names = request
+                .resource_spans
+                .into_iter()
+                .flat_map(|r| r.scope_spans)
+                .flat_map(|s| s.spans)
+                .map(|span| span.name);
+            self.0.lock().expect("names").extend(names);
+            Ok(())
+        }
+
+        async fn logs(&self, _: ExportLogsServiceRequest) -> Result<(), Status> {
+            Ok(())
+        }
+
+        async fn metrics(&self, _: ExportMetricsServiceRequest) -> Result<(), Status> {
+            Ok(())
+        }
+    }
+
+    async fn serve(gateway: Arc<Gateway>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let address = listener.local_addr().expect("bound").to_string();
+        let server = export_services(gateway, 4 * 1024 * 1024)
+            .serve_with_incoming(TcpIncoming::from(listener));
+        tokio::spawn(server);
+        address
+    }
+
+    fn spans(objects: usize) -> ExportTraceServiceRequest {
+        let spans = (0..objects)
+            .map(|object| {
+                let mut attributes = Vec::new();
+                set_str(&mut attributes, OBJECT_KIND, "Widget");
+                set_str(&mut attributes, OBJECT_NAMESPACE, "shop");
+                set_str(&mut attributes, OBJECT_NAME, &format!("w{object}"));
+                Span {
+                    name: format!("w{object}"),
+                    attributes,
+                    ..Span::default()
+                }
+            })
+            .collect();
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans,
+                    ..ScopeSpans::default()
+                }],
+                ..ResourceSpans::default()
+            }],
+        }
+    }
+
+    fn config(hostnames: &[&str]) -> LoadBalancingConfig {
+        serde_json::from_value(serde_json::json!({
+            "protocol": { "otlp": { "tls": { "insecure": true }, "timeout": "1s" } },
+            "resolver": { "static": { "hostnames": hostnames } },
+            "retry_on_failure": { "initial_interval": "20ms", "max_interval": "50ms", "max_elapsed_time": "10s" },
+        }))
+        .expect("a config")
+    }
+
+    #[tokio::test]
+    async fn the_part_of_a_gateway_the_ring_dropped_goes_to_the_new_owners() {
+        let live = Arc::new(Gateway::default());
+        let live_address = serve(Arc::clone(&live)).await;
+        // Nothing listens there: its part is refused until the ring drops it.
+        let gone = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let gone_address = gone.local_addr().expect("bound").to_string();
+        drop(gone);
+        let config = config(&[&live_address, &gone_address]);
+        let exporter =
+            Arc::new(LoadBalancingExporter::new("loadbalancing", &config).expect("built"));
+
+        let sending = Arc::clone(&exporter);
+        let delivery = tokio::spawn(async move { sending.export(&spans(40)).await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        {
+            let mut routing = exporter.routing.write().expect("routing");
+            let next = Routing::to(&[live_address], &config, &routing).expect("rerouted");
+            *routing = Arc::new(next);
+        }
+
+        let answer = delivery.await.expect("the export ends").expect("delivered");
+        assert_eq!(answer.rejected_items, 0, "{answer:?}");
+        let mut names = live.0.lock().expect("names").clone();
+        names.sort();
+        let mut expected: Vec<String> = (0..40).map(|object| format!("w{object}")).collect();
+        expected.sort();
+        assert_eq!(names, expected, "every span once, at the gateway left");
     }
 }

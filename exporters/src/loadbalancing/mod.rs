@@ -5,9 +5,10 @@
 
 mod config;
 mod exporter;
+pub mod resolver;
 pub mod ring;
 pub mod routing;
 
-pub use config::{LoadBalancingConfig, ROUTING_BY_OBJECT};
+pub use config::{DnsResolverConfig, LoadBalancingConfig, ROUTING_BY_OBJECT};
 pub use exporter::LoadBalancingExporter;
 pub use ring::Ring;
