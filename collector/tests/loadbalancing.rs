@@ -1,13 +1,14 @@
 //! The `loadbalancing` exporter over real sockets: an agent routes tagged spans to
 //! two gateways (stand-in OTLP/gRPC servers). Each object's spans reach exactly one
 //! gateway, every span arrives once, and a gateway that refuses for a while gets
-//! its part again without the other getting its part twice.
+//! its part again without the other getting its part twice. Audit events the
+//! agent's webhook takes go by the same ring: to the gateway of their object.
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{Behaviour, Opscope, OtlpSink, Ports, wait_until};
+use common::{Behaviour, Opscope, OtlpSink, Ports, free_port, http_post, wait_until};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -196,4 +197,110 @@ fn the_dns_resolver_finds_the_gateways_of_a_name() {
     );
     send_all(&ports);
     assert_routed_by_object(&[&gateway]);
+}
+
+/// `widget-operator` writing the status of `Widget shop/w<object>`, as the API
+/// server's audit webhook reports it.
+fn status_write(object: usize) -> serde_json::Value {
+    let now = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+    serde_json::json!({
+        "level": "Metadata",
+        "auditID": format!("5b0f3c2e-0000-4000-8000-{object:012}"),
+        "stage": "ResponseComplete",
+        "requestURI": format!("/apis/example.com/v1/namespaces/shop/widgets/w{object}/status"),
+        "verb": "update",
+        "user": {"username": "system:serviceaccount:widget-system:widget-operator"},
+        "objectRef": {"resource": "widgets", "namespace": "shop", "name": format!("w{object}"),
+            "apiGroup": "example.com", "apiVersion": "v1", "subresource": "status"},
+        "responseStatus": {"metadata": {}, "code": 200},
+        "requestReceivedTimestamp": now,
+        "stageTimestamp": now,
+    })
+}
+
+/// The objects (`k8s.object.name`) of the log records a gateway received.
+fn audited_objects(gateway: &OtlpSink) -> BTreeSet<String> {
+    gateway
+        .received()
+        .log_records()
+        .filter_map(|record| {
+            record
+                .attributes
+                .iter()
+                .find(|kv| kv.key == "k8s.object.name")
+                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                    any_value::Value::StringValue(name) => Some(name.clone()),
+                    _ => None,
+                })
+        })
+        .collect()
+}
+
+#[test]
+fn audit_events_reach_the_gateway_that_owns_their_object() {
+    let gateways = [OtlpSink::grpc(), OtlpSink::grpc()];
+    let hostnames: Vec<String> = gateways
+        .iter()
+        .map(|gateway| format!("\"{}\"", gateway.addr()))
+        .collect();
+    let ports = Ports::free();
+    let audit = format!("127.0.0.1:{}", free_port());
+    let config = format!(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: 127.0.0.1:{grpc} }}
+  k8s_audit: {{ endpoint: {audit} }}
+processors:
+  operator_tagger: {{}}
+exporters:
+  loadbalancing:
+    protocol:
+      otlp: {{ tls: {{ insecure: true }}, timeout: 5s }}
+    resolver:
+      static: {{ hostnames: [{hostnames}] }}
+extensions:
+  health_check: {{ endpoint: 127.0.0.1:{health} }}
+service:
+  extensions: [health_check]
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [operator_tagger], exporters: [loadbalancing] }}
+    logs/audit: {{ receivers: [k8s_audit], processors: [operator_tagger], exporters: [loadbalancing] }}
+  telemetry:
+    metrics: {{ address: 127.0.0.1:{metrics} }}
+"#,
+        grpc = ports.grpc,
+        health = ports.health,
+        metrics = ports.metrics,
+        hostnames = hostnames.join(", "),
+    );
+    let _agent = Opscope::start(&config, &ports.health_addr());
+    let items: Vec<serde_json::Value> = (0..OBJECTS).map(status_write).collect();
+    let list = serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1",
+        "metadata": {}, "items": items});
+    let body = serde_json::to_vec(&list).expect("JSON");
+    let response = http_post(&audit, "/", &[("Content-Type", "application/json")], &body)
+        .expect("POST the audit batch");
+    assert_eq!(response.status, 200, "{}", response.text());
+    send_all(&ports);
+
+    let refs: Vec<&OtlpSink> = gateways.iter().collect();
+    assert_routed_by_object(&refs);
+    let audited = wait_until(DELIVERY_TIMEOUT, || {
+        gateways
+            .iter()
+            .map(|g| audited_objects(g).len())
+            .sum::<usize>()
+            >= OBJECTS
+    });
+    assert!(audited, "not every audit event arrived");
+    for gateway in &gateways {
+        let (traced, _) = received(gateway);
+        assert_eq!(
+            audited_objects(gateway),
+            traced,
+            "a gateway's audit events are about the objects whose spans it owns"
+        );
+    }
 }
