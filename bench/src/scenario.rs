@@ -1,5 +1,6 @@
 //! The harness's scenarios: what load each offers, and the opscope config it runs
-//! against (OTLP/gRPC in, the scenario's processors, OTLP/gRPC out to the null sink).
+//! against (OTLP/gRPC in, the scenario's processors, OTLP/gRPC out to the null sink,
+//! directly or routed by object).
 
 use std::time::Duration;
 
@@ -18,6 +19,9 @@ pub struct Scenario {
     pub duration: Duration,
     pub batch: usize,
     pub objects: usize,
+    /// Send to the sink through the `loadbalancing` exporter, routed by object over
+    /// two gateway entries that are both the sink, instead of the `otlp` exporter.
+    pub routed: bool,
 }
 
 const FULL: &[&str] = &["operator_tagger", "correlator", "batch"];
@@ -33,6 +37,7 @@ pub fn all() -> Vec<Scenario> {
         duration: Duration::from_secs(10),
         batch: 512,
         objects: 1000,
+        routed: false,
     };
     vec![
         throughput(
@@ -60,6 +65,15 @@ pub fn all() -> Vec<Scenario> {
             FULL,
         ),
         Scenario {
+            routed: true,
+            ..throughput(
+                "traces_routed",
+                "traces_full, sent on routed by object (the agent of a gateway tier)",
+                Signal::Traces,
+                FULL,
+            )
+        },
+        Scenario {
             name: "steady_10k",
             what: "10 000 spans/s for 20 s over 10 000 objects, full pipeline: CPU and resident memory at a steady load",
             signal: Signal::Traces,
@@ -68,6 +82,7 @@ pub fn all() -> Vec<Scenario> {
             duration: Duration::from_secs(20),
             batch: 200,
             objects: 10_000,
+            routed: false,
         },
     ]
 }
@@ -95,6 +110,24 @@ impl Scenario {
         };
         let processors = self.processors.join(", ");
         let max_objects = (self.objects * 2).max(10_000);
+        let (exporter, settings) = if self.routed {
+            (
+                "loadbalancing",
+                format!(
+                    r#"protocol: {{ otlp: {{ tls: {{ insecure: true }}, compression: none }} }}
+    resolver: {{ static: {{ hostnames: ["127.0.0.1:{sink_port}", "http://127.0.0.1:{sink_port}"] }} }}"#
+                ),
+            )
+        } else {
+            (
+                "otlp/sink",
+                format!(
+                    r#"endpoint: "http://127.0.0.1:{sink_port}"
+    tls: {{ insecure: true }}
+    compression: none"#
+                ),
+            )
+        };
         format!(
             r#"receivers:
   otlp:
@@ -106,13 +139,11 @@ processors:
   correlator: {{ max_objects: {max_objects} }}
   batch: {{ send_batch_size: 1024, timeout: 200ms }}
 exporters:
-  otlp/sink:
-    endpoint: "http://127.0.0.1:{sink_port}"
-    tls: {{ insecure: true }}
-    compression: none
+  {exporter}:
+    {settings}
 service:
   pipelines:
-    {pipeline}: {{ receivers: [otlp], processors: [{processors}], exporters: [otlp/sink] }}
+    {pipeline}: {{ receivers: [otlp], processors: [{processors}], exporters: [{exporter}] }}
   telemetry:
     logs: {{ level: warn }}
     metrics: {{ address: "127.0.0.1:0" }}
@@ -133,7 +164,7 @@ mod tests {
         }
         let mut names: Vec<_> = scenarios.iter().map(|s| s.name).collect();
         names.dedup();
-        assert_eq!(names.len(), 5);
+        assert_eq!(names.len(), 6);
         assert!(find("nope").is_none());
     }
 }
