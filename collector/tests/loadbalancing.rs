@@ -112,20 +112,21 @@ fn send_all(ports: &Ports) {
     });
 }
 
+/// The `k8s.object.name` a record names.
+fn object_name(attributes: &[KeyValue]) -> Option<String> {
+    let kv = attributes.iter().find(|kv| kv.key == "k8s.object.name")?;
+    match kv.value.as_ref()?.value.as_ref()? {
+        any_value::Value::StringValue(name) => Some(name.clone()),
+        _ => None,
+    }
+}
+
 /// The object each span a gateway received is about, and every span id it received.
 fn received(gateway: &OtlpSink) -> (BTreeSet<String>, Vec<Vec<u8>>) {
     let received = gateway.received();
     let objects = received
         .spans()
-        .filter_map(|span| {
-            span.attributes
-                .iter()
-                .find(|kv| kv.key == "k8s.object.name")
-                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                    any_value::Value::StringValue(name) => Some(name.clone()),
-                    _ => None,
-                })
-        })
+        .filter_map(|span| object_name(&span.attributes))
         .collect();
     let ids = received.spans().map(|span| span.span_id.clone()).collect();
     (objects, ids)
@@ -223,16 +224,7 @@ fn audited_objects(gateway: &OtlpSink) -> BTreeSet<String> {
     gateway
         .received()
         .log_records()
-        .filter_map(|record| {
-            record
-                .attributes
-                .iter()
-                .find(|kv| kv.key == "k8s.object.name")
-                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                    any_value::Value::StringValue(name) => Some(name.clone()),
-                    _ => None,
-                })
-        })
+        .filter_map(|record| object_name(&record.attributes))
         .collect()
 }
 
