@@ -179,7 +179,14 @@ fn over_the_soft_limit_receivers_refuse_and_nothing_accepted_is_lost() {
         opscope.metric_value(&metrics, "opscope_memory_limiter_state", &[]),
         0.0
     );
-    assert!(opscope.logs().contains("memory above the soft limit"));
+    // The crossing is logged; between two checks of a loaded machine the usage can
+    // pass both limits, and the change is then logged as the hard one.
+    let logs = opscope.logs();
+    assert!(
+        logs.contains("memory above the soft limit")
+            || logs.contains("memory above the hard limit"),
+        "{logs}"
+    );
 }
 
 /// docs/deploy.md promises freed memory goes back to the kernel: after a burst of large
