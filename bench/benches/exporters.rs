@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use opscope_bench::{controller_runtime_logs, reconcile_traces};
+use opscope_exporters::Encoded;
 use opscope_exporters::loadbalancing::Ring;
-use opscope_exporters::loadbalancing::routing::partition_traces;
+use opscope_exporters::loadbalancing::routing::encode_traces;
 use opscope_exporters::loki::{StreamLabel, logs_push_request, snappy_body};
 use opscope_processors::Processor;
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
@@ -85,7 +86,8 @@ fn remote_write(c: &mut Criterion) {
 }
 
 /// The routing of tagged reconcile spans over three gateways: each span's object key
-/// hashed and scored, and the batch cut into one request per gateway.
+/// hashed and scored, and one request per gateway encoded from the borrowed batch;
+/// beside it, the one encoding of the whole batch that the `otlp` exporter does.
 fn loadbalancing(c: &mut Criterion) {
     let mut tagger = OperatorTagger::new(&TaggerConfig::default());
     let mut tagged = Vec::with_capacity(1);
@@ -97,10 +99,12 @@ fn loadbalancing(c: &mut Criterion) {
     let ring = Ring::new(&["10.0.0.5:4317", "10.0.0.6:4317", "10.0.0.7:4317"]);
     let mut group = c.benchmark_group("loadbalancing");
     group.throughput(Throughput::Elements(spans as u64));
-    group.bench_function("partition_1000_spans_over_3_gateways", |b| {
-        b.iter(|| partition_traces(black_box(traces.clone()), &ring))
+    group.bench_function("route_1000_spans_over_3_gateways", |b| {
+        b.iter(|| encode_traces(black_box(&traces), &ring))
     });
-    group.bench_function("clone_1000_spans", |b| b.iter(|| black_box(traces.clone())));
+    group.bench_function("encode_1000_spans", |b| {
+        b.iter(|| Encoded::new(black_box(&traces)))
+    });
     group.finish();
 }
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::LoadBalancingConfig;
 use super::resolver::{DnsResolver, follow};
 use super::ring::Ring;
-use super::routing::{partition_logs, partition_traces};
+use super::routing::{encode_logs, encode_traces};
 use crate::batch::{Batch, Encoded};
 use crate::exporter::{Delivery, ExportError, Exporter};
 use crate::otlp::GrpcExporter;
@@ -74,19 +74,19 @@ impl Routing {
 
 /// A batch type the exporter cuts by owner.
 pub trait Routable: Telemetry + ExportService {
-    /// One part per gateway of `ring`, by index.
-    fn partition(self, ring: &Ring) -> Vec<Self>;
+    /// One encoded part per gateway of `ring`, by index.
+    fn encode_parts(&self, ring: &Ring) -> Vec<Encoded<Self>>;
 }
 
 impl Routable for ExportTraceServiceRequest {
-    fn partition(self, ring: &Ring) -> Vec<Self> {
-        partition_traces(self, ring)
+    fn encode_parts(&self, ring: &Ring) -> Vec<Encoded<Self>> {
+        encode_traces(self, ring)
     }
 }
 
 impl Routable for ExportLogsServiceRequest {
-    fn partition(self, ring: &Ring) -> Vec<Self> {
-        partition_logs(self, ring)
+    fn encode_parts(&self, ring: &Ring) -> Vec<Encoded<Self>> {
+        encode_logs(self, ring)
     }
 }
 
@@ -138,17 +138,16 @@ impl LoadBalancingExporter {
 
     /// Sends each gateway its part, parts a gateway refuses for now again until they
     /// pass or the retries run out.
-    async fn deliver<T: Routable>(&self, batch: T) -> Result<Delivery, ExportError> {
+    async fn deliver<T: Routable>(&self, batch: &T) -> Result<Delivery, ExportError> {
         let started = Instant::now();
         let mut backoff = Backoff::new(&self.retry);
         let mut delivered_any = false;
         let mut delivery = Delivery::default();
-        let mut unrouted = vec![batch];
+        let mut unrouted = Some(batch);
         let mut pending: Vec<(String, Encoded<T>)> = Vec::new();
         loop {
             let routing = self.routing();
-            pending = self.route(&routing, unrouted, pending)?;
-            unrouted = Vec::new();
+            pending = self.route(&routing, unrouted.take(), pending)?;
             if pending.is_empty() && !routing.ring.is_empty() {
                 return Ok(delivery);
             }
@@ -201,34 +200,34 @@ impl LoadBalancingExporter {
         }
     }
 
-    /// The pieces to send: `unrouted` batches cut by owner, and the `pending` pieces
-    /// of gateways still in the ring; a pending piece of a gateway the ring dropped
-    /// is routed again to the objects' new owners.
+    /// The pieces to send: the `unrouted` batch cut by owner, and the `pending`
+    /// pieces of gateways still in the ring; a pending piece of a gateway the ring
+    /// dropped is routed again to the objects' new owners.
     fn route<T: Routable>(
         &self,
         routing: &Routing,
-        mut unrouted: Vec<T>,
+        unrouted: Option<&T>,
         pending: Vec<(String, Encoded<T>)>,
     ) -> Result<Vec<(String, Encoded<T>)>, ExportError> {
         let mut pieces = Vec::new();
+        let mut orphaned = Vec::new();
         for (endpoint, piece) in pending {
             if routing.gateways.contains_key(&endpoint) {
                 pieces.push((endpoint, piece));
             } else {
-                unrouted.push(T::from_record(&piece.bytes()).map_err(ExportError::permanent)?);
+                orphaned.push(T::from_record(&piece.bytes()).map_err(ExportError::permanent)?);
             }
         }
         if routing.ring.is_empty() {
             // Kept for when the resolver finds a gateway.
             return Ok(pieces);
         }
-        for batch in unrouted {
-            let parts = batch.partition(&routing.ring);
-            for (endpoint, part) in routing.ring.endpoints().zip(parts) {
-                if part.item_count() == 0 {
+        for batch in unrouted.into_iter().chain(&orphaned) {
+            let parts = batch.encode_parts(&routing.ring);
+            for (endpoint, encoded) in routing.ring.endpoints().zip(parts) {
+                if encoded.items() == 0 {
                     continue;
                 }
-                let encoded = Encoded::new(&part);
                 let limit = routing
                     .gateways
                     .get(endpoint)
@@ -286,13 +285,13 @@ impl Drop for LoadBalancingExporter {
 
 impl Exporter<ExportTraceServiceRequest> for LoadBalancingExporter {
     async fn export(&self, batch: &ExportTraceServiceRequest) -> Result<Delivery, ExportError> {
-        self.deliver(batch.clone()).await
+        self.deliver(batch).await
     }
 }
 
 impl Exporter<ExportLogsServiceRequest> for LoadBalancingExporter {
     async fn export(&self, batch: &ExportLogsServiceRequest) -> Result<Delivery, ExportError> {
-        self.deliver(batch.clone()).await
+        self.deliver(batch).await
     }
 }
 

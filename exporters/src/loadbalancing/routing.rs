@@ -5,6 +5,7 @@
 //! (namespace, lowercase plural resource, name), so a record that names the Kind and
 //! one that names the resource reach the same gateway.
 
+use opscope_model::Telemetry;
 use opscope_model::attributes::get_str;
 use opscope_model::kubernetes::ObjectRef;
 use opscope_model::semconv::{
@@ -12,10 +13,14 @@ use opscope_model::semconv::{
 };
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
-use opscope_proto::otlp::common::v1::KeyValue;
+use opscope_proto::otlp::common::v1::{InstrumentationScope, KeyValue};
+use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::resource::v1::Resource;
+use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use opscope_proto::otlp_encode::{EncodeOnce, Fields, Pass};
 
 use super::ring::{Ring, key_hash};
+use crate::batch::Encoded;
 
 /// The routing key hash of a record with these attributes, sent by `resource`.
 pub fn record_key(attributes: &[KeyValue], resource: Option<&Resource>) -> u64 {
@@ -36,104 +41,224 @@ pub fn record_key(attributes: &[KeyValue], resource: Option<&Resource>) -> u64 {
     key_hash(["pod", pod(K8S_NAMESPACE_NAME), pod(K8S_POD_NAME)])
 }
 
-/// The request cut into one request per gateway of `ring` (by index; empty for a
-/// gateway that owns none of its spans), each span keeping its resource and scope.
-pub fn partition_traces(
-    request: ExportTraceServiceRequest,
+/// The request encoded as one request per gateway of `ring` (by index; empty for a
+/// gateway that owns none of its spans), each span under its own resource and scope.
+pub fn encode_traces(
+    request: &ExportTraceServiceRequest,
     ring: &Ring,
-) -> Vec<ExportTraceServiceRequest> {
-    split(
-        request.resource_spans,
-        ring,
-        |resource| std::mem::take(&mut resource.scope_spans),
-        |scope| std::mem::take(&mut scope.spans),
-        |resource, span| record_key(&span.attributes, resource.resource.as_ref()),
-        |resource, scopes| resource.scope_spans = scopes,
-        |scope, spans| scope.spans = spans,
-    )
-    .into_iter()
-    .map(|resource_spans| ExportTraceServiceRequest { resource_spans })
-    .collect()
+) -> Vec<Encoded<ExportTraceServiceRequest>> {
+    encode_parts(&request.resource_spans, ring)
 }
 
-/// Like [`partition_traces`], for log records.
-pub fn partition_logs(
-    request: ExportLogsServiceRequest,
+/// Like [`encode_traces`], for log records.
+pub fn encode_logs(
+    request: &ExportLogsServiceRequest,
     ring: &Ring,
-) -> Vec<ExportLogsServiceRequest> {
-    split(
-        request.resource_logs,
-        ring,
-        |resource| std::mem::take(&mut resource.scope_logs),
-        |scope| std::mem::take(&mut scope.log_records),
-        |resource, record| record_key(&record.attributes, resource.resource.as_ref()),
-        |resource, scopes| resource.scope_logs = scopes,
-        |scope, records| scope.log_records = records,
-    )
-    .into_iter()
-    .map(|resource_logs| ExportLogsServiceRequest { resource_logs })
-    .collect()
+) -> Vec<Encoded<ExportLogsServiceRequest>> {
+    encode_parts(&request.resource_logs, ring)
 }
 
-/// Cuts resource containers (`R`) of scope containers (`S`) of records (`I`) into one
-/// list per gateway. Headers (resource, scope) are copied into each part that has
-/// records under them; the records are moved, in their order.
-#[allow(clippy::too_many_arguments)]
-fn split<R: Clone, S: Clone, I>(
-    resources: Vec<R>,
-    ring: &Ring,
-    take_scopes: impl Fn(&mut R) -> Vec<S>,
-    take_items: impl Fn(&mut S) -> Vec<I>,
-    key_of: impl Fn(&R, &I) -> u64,
-    put_scopes: impl Fn(&mut R, Vec<S>),
-    put_items: impl Fn(&mut S, Vec<I>),
-) -> Vec<Vec<R>> {
-    let gateways = ring.len().max(1);
-    let mut parts: Vec<Vec<R>> = (0..gateways).map(|_| Vec::new()).collect();
-    for mut resource in resources {
-        let scopes = take_scopes(&mut resource);
-        let mut scopes_of: Vec<Vec<S>> = (0..gateways).map(|_| Vec::new()).collect();
-        for mut scope in scopes {
-            let items = take_items(&mut scope);
-            let mut items_of: Vec<Vec<I>> = (0..gateways).map(|_| Vec::new()).collect();
-            for item in items {
-                let owner = ring.owner(key_of(&resource, &item)).unwrap_or(0);
-                if let Some(owned) = items_of.get_mut(owner) {
-                    owned.push(item);
-                }
-            }
-            for (owner, items) in items_of.into_iter().enumerate() {
-                if items.is_empty() {
-                    continue;
-                }
-                let mut part = scope.clone();
-                put_items(&mut part, items);
-                if let Some(scopes) = scopes_of.get_mut(owner) {
-                    scopes.push(part);
-                }
-            }
+/// A resource container of OTLP (`ResourceSpans`, `ResourceLogs`): a resource, scope
+/// containers, a schema URL, in fields 1, 2 and 3 of both.
+pub trait ResourceContainer: 'static {
+    type Scope: ScopeContainer;
+    fn resource(&self) -> Option<&Resource>;
+    fn scopes(&self) -> &[Self::Scope];
+    fn schema_url(&self) -> &str;
+}
+
+/// A scope container (`ScopeSpans`, `ScopeLogs`): a scope, records, a schema URL, in
+/// fields 1, 2 and 3 of both.
+pub trait ScopeContainer: 'static {
+    type Record: Fields;
+    fn scope(&self) -> Option<&InstrumentationScope>;
+    fn records(&self) -> &[Self::Record];
+    fn schema_url(&self) -> &str;
+    fn attributes(record: &Self::Record) -> &[KeyValue];
+}
+
+impl ResourceContainer for ResourceSpans {
+    type Scope = ScopeSpans;
+    fn resource(&self) -> Option<&Resource> {
+        self.resource.as_ref()
+    }
+    fn scopes(&self) -> &[ScopeSpans] {
+        &self.scope_spans
+    }
+    fn schema_url(&self) -> &str {
+        &self.schema_url
+    }
+}
+
+impl ScopeContainer for ScopeSpans {
+    type Record = Span;
+    fn scope(&self) -> Option<&InstrumentationScope> {
+        self.scope.as_ref()
+    }
+    fn records(&self) -> &[Span] {
+        &self.spans
+    }
+    fn schema_url(&self) -> &str {
+        &self.schema_url
+    }
+    fn attributes(span: &Span) -> &[KeyValue] {
+        &span.attributes
+    }
+}
+
+impl ResourceContainer for ResourceLogs {
+    type Scope = ScopeLogs;
+    fn resource(&self) -> Option<&Resource> {
+        self.resource.as_ref()
+    }
+    fn scopes(&self) -> &[ScopeLogs] {
+        &self.scope_logs
+    }
+    fn schema_url(&self) -> &str {
+        &self.schema_url
+    }
+}
+
+impl ScopeContainer for ScopeLogs {
+    type Record = LogRecord;
+    fn scope(&self) -> Option<&InstrumentationScope> {
+        self.scope.as_ref()
+    }
+    fn records(&self) -> &[LogRecord] {
+        &self.log_records
+    }
+    fn schema_url(&self) -> &str {
+        &self.schema_url
+    }
+    fn attributes(record: &LogRecord) -> &[KeyValue] {
+        &record.attributes
+    }
+}
+
+/// One gateway's part of a request, borrowed from it: routing copies no record.
+/// Encoded as the request holding just these records would be.
+struct Part<'a, R: ResourceContainer> {
+    resources: Vec<ResourcePart<'a, R>>,
+    records: usize,
+}
+
+struct ResourcePart<'a, R: ResourceContainer> {
+    container: &'a R,
+    scopes: Vec<ScopePart<'a, R::Scope>>,
+}
+
+struct ScopePart<'a, S: ScopeContainer> {
+    container: &'a S,
+    records: Vec<&'a S::Record>,
+}
+
+impl<R: ResourceContainer> Fields for Part<'_, R> {
+    fn fields<P: Pass>(&self, pass: &mut P) {
+        for resource in &self.resources {
+            pass.message(1, resource);
         }
-        for (owner, scopes) in scopes_of.into_iter().enumerate() {
-            if scopes.is_empty() {
-                continue;
-            }
-            let mut part = resource.clone();
-            put_scopes(&mut part, scopes);
-            if let Some(resources) = parts.get_mut(owner) {
-                resources.push(part);
+    }
+}
+
+impl<R: ResourceContainer> Fields for ResourcePart<'_, R> {
+    fn fields<P: Pass>(&self, pass: &mut P) {
+        if let Some(resource) = self.container.resource() {
+            pass.message(1, resource);
+        }
+        for scope in &self.scopes {
+            pass.message(2, scope);
+        }
+        pass.bytes(3, self.container.schema_url().as_bytes());
+    }
+}
+
+impl<S: ScopeContainer> Fields for ScopePart<'_, S> {
+    fn fields<P: Pass>(&self, pass: &mut P) {
+        if let Some(scope) = self.container.scope() {
+            pass.message(1, scope);
+        }
+        for record in &self.records {
+            pass.message(2, *record);
+        }
+        pass.bytes(3, self.container.schema_url().as_bytes());
+    }
+}
+
+/// Each record to the part of its owner, under its resource and scope, in order; then
+/// each part encoded.
+fn encode_parts<R: ResourceContainer, T: Telemetry>(
+    resources: &[R],
+    ring: &Ring,
+) -> Vec<Encoded<T>> {
+    let mut parts: Vec<Part<'_, R>> = (0..ring.len().max(1))
+        .map(|_| Part {
+            resources: Vec::new(),
+            records: 0,
+        })
+        .collect();
+    for resource in resources {
+        for scope in resource.scopes() {
+            for record in scope.records() {
+                let key = record_key(R::Scope::attributes(record), resource.resource());
+                let Some(part) = parts.get_mut(ring.owner(key).unwrap_or(0)) else {
+                    continue;
+                };
+                part.add(resource, scope, record);
             }
         }
     }
     parts
+        .into_iter()
+        .map(|part| Encoded::concatenated(part.encode_once(), part.records))
+        .collect()
+}
+
+impl<'a, R: ResourceContainer> Part<'a, R> {
+    fn add(
+        &mut self,
+        resource: &'a R,
+        scope: &'a R::Scope,
+        record: &'a <R::Scope as ScopeContainer>::Record,
+    ) {
+        self.records += 1;
+        let resource_part = match self.resources.last_mut() {
+            Some(last) if std::ptr::eq(last.container, resource) => last,
+            _ => {
+                self.resources.push(ResourcePart {
+                    container: resource,
+                    scopes: Vec::new(),
+                });
+                let Some(last) = self.resources.last_mut() else {
+                    return;
+                };
+                last
+            }
+        };
+        match resource_part.scopes.last_mut() {
+            Some(last) if std::ptr::eq(last.container, scope) => last.records.push(record),
+            _ => resource_part.scopes.push(ScopePart {
+                container: scope,
+                records: vec![record],
+            }),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use opscope_model::attributes::set_str;
-    use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-    use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use opscope_proto::prost::Message;
 
     use super::*;
+    use crate::batch::Batch;
+
+    /// The parts, decoded by prost.
+    fn decoded<T: Telemetry + Message + Default>(parts: &[Encoded<T>]) -> Vec<T> {
+        parts
+            .iter()
+            .map(|part| T::decode(part.bytes()).expect("a part decodes"))
+            .collect()
+    }
 
     fn ring() -> Ring {
         Ring::new(&["10.0.0.5:4317", "10.0.0.6:4317", "10.0.0.7:4317"])
@@ -209,8 +334,12 @@ mod tests {
             }],
         };
         let ring = ring();
-        let parts = partition_traces(request, &ring);
+        let encoded = encode_traces(&request, &ring);
+        let parts = decoded(&encoded);
         assert_eq!(parts.len(), 3);
+        for (part, encoded) in parts.iter().zip(&encoded) {
+            assert_eq!(part.item_count(), encoded.items());
+        }
         let mut seen = 0;
         for (owner, part) in parts.iter().enumerate() {
             assert!(
@@ -250,7 +379,7 @@ mod tests {
             }],
         };
         let ring = ring();
-        let total: usize = partition_logs(request.clone(), &ring)
+        let total: usize = decoded(&encode_logs(&request, &ring))
             .iter()
             .flat_map(|part| &part.resource_logs)
             .flat_map(|r| &r.scope_logs)
@@ -258,6 +387,12 @@ mod tests {
             .sum();
         assert_eq!(total, 30);
         let one = Ring::new(&["10.0.0.5:4317"]);
-        assert_eq!(partition_logs(request.clone(), &one), vec![request]);
+        let whole = encode_logs(&request, &one);
+        assert_eq!(whole.len(), 1);
+        assert_eq!(
+            whole[0].bytes(),
+            request.encode_to_vec(),
+            "the bytes prost writes"
+        );
     }
 }
