@@ -52,7 +52,10 @@ const CONFIG_ENV: &[(&str, &str)] = &[
     ),
     ("JAEGER_OTLP_ENDPOINT", "http://jaeger-collector:4317"),
     ("ALERTMANAGER_ENDPOINT", "http://alertmanager:9093"),
-    ("OPSCOPE_GATEWAY_ENDPOINT", "http://opscope-gateway:4317"),
+    (
+        "OPSCOPE_GATEWAY_HOSTNAME",
+        "opscope-gateway.opscope.svc.cluster.local",
+    ),
     // Where the Secret opscope-audit-token is mounted; here a token of the tests.
     (
         "OPSCOPE_AUDIT_TOKEN_FILE",
@@ -75,8 +78,8 @@ fn every_shipped_config_validates() {
     for name in [
         "default.yaml",
         "daemonset.yaml",
-        "daemonset-gateway.yaml",
         "gateway.yaml",
+        "single-node.yaml",
         "local.yaml",
     ] {
         let path = repo("config").join(name);
@@ -103,7 +106,7 @@ fn the_daemonset_config_needs_its_backend_endpoints() {
 /// default `ack: enqueued` a `kill -9` loses what was acknowledged but still in memory.
 #[test]
 fn the_shipped_durable_queues_acknowledge_durably() {
-    for name in ["daemonset.yaml", "daemonset-gateway.yaml", "gateway.yaml"] {
+    for name in ["daemonset.yaml", "gateway.yaml", "single-node.yaml"] {
         let config = document(&repo("config").join(name));
         let exporters = config["exporters"].as_object().expect("exporters");
         let durable: Vec<&String> = exporters
@@ -187,7 +190,7 @@ fn set(kinds: &[&str]) -> BTreeSet<String> {
 
 #[test]
 fn the_kustomize_trees_hold_the_expected_kinds() {
-    let base = [
+    let single_node = [
         "Namespace",
         "ServiceAccount",
         "DaemonSet",
@@ -195,9 +198,10 @@ fn the_kustomize_trees_hold_the_expected_kinds() {
         "NetworkPolicy",
         "ConfigMap",
     ];
+    assert_eq!(kinds_of("single-node"), set(&single_node));
+    let base = [&single_node[..], &["StatefulSet", "PodDisruptionBudget"]].concat();
     assert_eq!(kinds_of("base"), set(&base));
     let with = |more: &[&str]| set(&[&base[..], more].concat());
-    assert_eq!(kinds_of("overlays/gateway"), with(&["StatefulSet"]));
     assert_eq!(
         kinds_of("overlays/servicemonitor"),
         with(&["ServiceMonitor"])
@@ -206,10 +210,10 @@ fn the_kustomize_trees_hold_the_expected_kinds() {
         kinds_of("overlays/prometheus-rule"),
         with(&["PrometheusRule"])
     );
-    // The agent never calls the API server, so it is granted nothing.
+    // Neither agents nor gateways call the API server, so they are granted nothing.
     for overlay in [
         "base",
-        "overlays/gateway",
+        "single-node",
         "overlays/servicemonitor",
         "overlays/prometheus-rule",
     ] {
@@ -223,7 +227,7 @@ fn the_kustomize_trees_hold_the_expected_kinds() {
 
 #[test]
 fn the_daemonset_keeps_the_agents_promises() {
-    let daemonset = document(&repo("deploy/kubernetes/base/daemonset.yaml"));
+    let daemonset = document(&repo("deploy/kubernetes/single-node/daemonset.yaml"));
     let pod = &daemonset["spec"]["template"]["spec"];
     assert_eq!(pod["automountServiceAccountToken"], false);
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -292,25 +296,79 @@ fn the_daemonset_keeps_the_agents_promises() {
     assert!(config.contains("storage: /var/lib/opscope/queue"));
     assert!(config.contains("include: [/var/log/pods/*/*/*.log]"));
 
-    let otlp = document(&repo("deploy/kubernetes/base/service-otlp.yaml"));
+    let otlp = document(&repo("deploy/kubernetes/single-node/service-otlp.yaml"));
     assert_eq!(otlp["spec"]["internalTrafficPolicy"], "Local");
+}
+
+/// The default deployment is the multi-node shape: agents that route by object to
+/// three gateways, which take the audit webhook; one gateway may be drained at a time.
+#[test]
+fn the_base_is_a_tier_of_three_gateways_the_agents_route_to() {
+    let base = |name: &str| document(&repo("deploy/kubernetes/base").join(name));
+    let gateways = base("gateway-statefulset.yaml");
+    assert_eq!(gateways["spec"]["replicas"], 3);
+    assert_eq!(gateways["spec"]["serviceName"], "opscope-gateway");
+    let anti_affinity = &gateways["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
+    assert_eq!(
+        anti_affinity["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(base("gateway-pdb.yaml")["spec"]["maxUnavailable"], 1);
+    let service = base("gateway-service.yaml");
+    assert_eq!(
+        service["spec"]["clusterIP"], "None",
+        "headless: one record per gateway"
+    );
+    let kustomization = base("kustomization.yaml");
+    assert_eq!(kustomization["resources"][0], "../single-node");
+    let audit_selector = &kustomization["patches"][0]["patch"];
+    assert!(
+        audit_selector
+            .as_str()
+            .is_some_and(|patch| patch.contains("component: gateway")),
+        "the audit webhook goes to the gateways"
+    );
+
+    let agent = document(&repo("config/daemonset.yaml"));
+    let routing = &agent["exporters"]["loadbalancing"];
+    assert_eq!(routing["routing_key"], "k8s.object");
+    assert_eq!(
+        routing["resolver"]["dns"]["hostname"],
+        "${env:OPSCOPE_GATEWAY_HOSTNAME}"
+    );
+    for pipeline in ["traces", "logs"] {
+        let exporters = &agent["service"]["pipelines"][pipeline]["exporters"];
+        assert!(
+            exporters
+                .as_array()
+                .is_some_and(|list| list.iter().any(|e| e == "loadbalancing")),
+            "the agent routes its {pipeline}"
+        );
+        let processors = &agent["service"]["pipelines"][pipeline]["processors"];
+        assert!(
+            processors
+                .as_array()
+                .is_some_and(|list| list.iter().all(|p| p != "correlator")),
+            "the gateways correlate {pipeline}, not the agent"
+        );
+    }
+    let gateway = document(&repo("config/gateway.yaml"));
+    assert!(gateway["receivers"]["k8s_audit"].is_object());
+    assert_eq!(
+        gateway["service"]["pipelines"]["logs/audit"]["exporters"][0], "loadbalancing",
+        "audit events go on to their object's owner"
+    );
 }
 
 #[test]
 fn copies_inside_the_kustomize_trees_match_their_sources() {
     for (copy, source) in [
         (
-            "deploy/kubernetes/base/opscope.yaml",
-            "config/daemonset.yaml",
+            "deploy/kubernetes/single-node/opscope.yaml",
+            "config/single-node.yaml",
         ),
-        (
-            "deploy/kubernetes/overlays/gateway/agent.yaml",
-            "config/daemonset-gateway.yaml",
-        ),
-        (
-            "deploy/kubernetes/overlays/gateway/gateway.yaml",
-            "config/gateway.yaml",
-        ),
+        ("deploy/kubernetes/base/agent.yaml", "config/daemonset.yaml"),
+        ("deploy/kubernetes/base/gateway.yaml", "config/gateway.yaml"),
     ] {
         assert!(
             read(&repo(copy)) == read(&repo(source)),
@@ -404,7 +462,7 @@ fn every_alert_has_a_unit_test() {
 
 const KUSTOMIZE_TREES: [&str; 4] = [
     "deploy/kubernetes/base",
-    "deploy/kubernetes/overlays/gateway",
+    "deploy/kubernetes/single-node",
     "deploy/kubernetes/overlays/servicemonitor",
     "deploy/kubernetes/overlays/prometheus-rule",
 ];

@@ -2,7 +2,7 @@
 """Renders a kustomization under deploy/kubernetes as `kustomize build` does, so that
 the manifests can be checked where kustomize is not installed:
 
-    python3 deploy/kubernetes/render.py deploy/kubernetes/overlays/gateway
+    python3 deploy/kubernetes/render.py deploy/kubernetes/base
 
 Only the kustomize features these manifests use are implemented, and anything else
 (another kustomization field, a generator option, a strategic-merge patch, a JSON

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Validates Kubernetes objects against the API's OpenAPI schemas, without a cluster:
 
-    python3 deploy/kubernetes/validate.py deploy/kubernetes/base deploy/kubernetes/overlays/*
+    python3 deploy/kubernetes/validate.py deploy/kubernetes/base deploy/kubernetes/single-node deploy/kubernetes/overlays/*
     kubectl kustomize deploy/kubernetes/base | python3 deploy/kubernetes/validate.py -
 
 A directory is rendered as kustomize would (render.py); a file, or `-` for standard

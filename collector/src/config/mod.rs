@@ -70,6 +70,8 @@ pub struct PipelineConfig {
     pub receivers: Vec<String>,
     #[serde(default)]
     pub processors: Vec<String>,
+    /// None only for a pipeline whose data ends in its correlator (a gateway's).
+    #[serde(default)]
     pub exporters: Vec<String>,
 }
 
@@ -263,6 +265,29 @@ impl Config {
         )
     }
 
+    /// A pipeline without exporters is only for data that ends in a correlator, as
+    /// on a gateway whose agents sent the records to the backends already; any other
+    /// would drop everything it takes.
+    fn check_has_an_end(
+        &self,
+        path: &str,
+        pipeline: &PipelineConfig,
+        errors: &mut Vec<FieldError>,
+    ) {
+        let correlates = pipeline.processors.iter().any(|id| {
+            matches!(
+                self.processors.get(id),
+                Some(ProcessorConfig::Correlator(_))
+            )
+        });
+        if pipeline.exporters.is_empty() && !correlates {
+            errors.push(FieldError::new(
+                format!("{path}.exporters"),
+                "at least one is required, unless the pipeline ends in a correlator",
+            ));
+        }
+    }
+
     /// A `signals` pipeline lists only exporters: its data comes from the correlators.
     fn check_signals_pipeline(
         &self,
@@ -410,6 +435,7 @@ impl Config {
                 errors,
             );
             self.check_memory_limiter_first(&path, pipeline, errors);
+            self.check_has_an_end(&path, pipeline, errors);
             check_references(
                 &path,
                 "exporters",
@@ -547,7 +573,8 @@ fn check_references(
     defined: impl Fn(&str) -> bool,
     errors: &mut Vec<FieldError>,
 ) {
-    if ids.is_empty() && list != "processors" {
+    // Processors may be none, exporters are checked by `check_has_an_end`.
+    if ids.is_empty() && list == "receivers" {
         errors.push(FieldError::new(
             format!("{path}.{list}"),
             "at least one is required",
