@@ -441,3 +441,30 @@ fn a_prometheus_exporter_of_traces_is_still_read_with_a_deprecation() {
         "{deprecation}"
     );
 }
+
+/// A gateway's pipelines end in the correlator: its agents sent the records to the
+/// backends already. Any other pipeline without exporters would drop what it takes.
+#[test]
+fn only_a_pipeline_that_correlates_may_have_no_exporters() {
+    let gateway = r#"
+receivers:
+  otlp:
+    protocols: { grpc: { endpoint: 127.0.0.1:4317 } }
+processors:
+  correlator: {}
+  batch: {}
+exporters:
+  debug: {}
+service:
+  pipelines:
+    traces: { receivers: [otlp], processors: [correlator] }
+    logs: { receivers: [otlp], processors: [batch] }
+    signals: { exporters: [debug] }
+"#;
+    assert_eq!(
+        errors_of(gateway),
+        [
+            "service.pipelines.logs.exporters: at least one is required, unless the pipeline ends in a correlator"
+        ]
+    );
+}
