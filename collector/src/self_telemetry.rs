@@ -45,6 +45,9 @@ pub struct SelfTelemetry {
     pub correlator_evicted_objects: Family<Labels, Counter>,
     pub correlator_late_events: Family<Labels, Counter>,
     pub correlator_future_events: Family<Labels, Counter>,
+    pub correlator_journal_bytes: Family<Labels, Gauge>,
+    /// Journaled batches dropped to stay within the size, or not written or read.
+    pub correlator_journal_lost: Family<Labels, Counter>,
     pub signals_dropped: Counter,
     memory_limiter: MemoryLimiterFamilies,
     /// Every sending queue's failure counters, to say what shutdown dropped.
@@ -230,6 +233,18 @@ impl SelfTelemetry {
             "Events older than the accepted lateness, dropped",
             correlator_late_events.clone(),
         );
+        let correlator_journal_bytes = Family::<Labels, Gauge>::default();
+        registry.register(
+            "correlator_journal_bytes",
+            "Bytes of the correlator's journal on disk",
+            correlator_journal_bytes.clone(),
+        );
+        let correlator_journal_lost = Family::<Labels, Counter>::default();
+        registry.register(
+            "correlator_journal_lost_batches",
+            "Journaled batches a restart will not see: dropped for size (reason=full) or not written or read back (reason=io)",
+            correlator_journal_lost.clone(),
+        );
         let correlator_future_events = Family::<Labels, Counter>::default();
         registry.register(
             "correlator_future_events",
@@ -271,6 +286,8 @@ impl SelfTelemetry {
             correlator_evicted_objects,
             correlator_late_events,
             correlator_future_events,
+            correlator_journal_bytes,
+            correlator_journal_lost,
             signals_dropped,
             memory_limiter,
             registry,

@@ -11,8 +11,8 @@ use opscope_model::config::FieldError;
 use opscope_model::memory::MemoryAccount;
 use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::now_unix_nanos;
-use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::correlator::processor::SignalSink;
+use opscope_processors::correlator::{JournalStats, SharedCorrelator};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -205,6 +205,24 @@ async fn tick(
                 &telemetry.correlator_future_events.get_or_create(&labels),
                 stats.future_events_dropped,
             );
+            if stats.journal != JournalStats::default() {
+                let journal = &stats.journal;
+                telemetry
+                    .correlator_journal_bytes
+                    .get_or_create(&labels)
+                    .set(i64::try_from(journal.bytes).unwrap_or(i64::MAX));
+                for (reason, count) in [("full", journal.dropped_for_size), ("io", journal.failed)]
+                {
+                    let labels = vec![
+                        ("processor".to_string(), id.clone()),
+                        ("reason".to_string(), reason.to_string()),
+                    ];
+                    catch_up(
+                        &telemetry.correlator_journal_lost.get_or_create(&labels),
+                        count,
+                    );
+                }
+            }
         }
     }
 }

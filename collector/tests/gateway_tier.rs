@@ -7,13 +7,17 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{Opscope, OtlpSink, Ports, free_port, http_post, wait_until};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
+use opscope_exporters::loadbalancing::Ring;
+use opscope_exporters::loadbalancing::routing::record_key;
 use opscope_workload::{SimulatedFleet, TICK_MILLIS};
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -60,6 +64,10 @@ impl Process {
 
     fn address(&self) -> String {
         format!("127.0.0.1:{}", self.ports.grpc)
+    }
+
+    fn webhook(&self) -> String {
+        format!("127.0.0.1:{}", self.audit)
     }
 }
 
@@ -117,15 +125,24 @@ exporters:
 }
 
 /// A gateway: correlates what the agents route to it; audit events it takes go on
-/// to their object's owner by the same ring.
-fn gateway_config(gateway: &Process, gateways: &[String]) -> String {
+/// to their object's owner by the same ring. With `journal`, its correlator keeps
+/// its journal there.
+fn gateway_config(gateway: &Process, gateways: &[String], journal: Option<&Path>) -> String {
+    let correlator = match journal {
+        Some(directory) => CORRELATOR.replacen(
+            '{',
+            &format!("{{ storage: {{ directory: \"{}\" }},", directory.display()),
+            1,
+        ),
+        None => CORRELATOR.to_string(),
+    };
     format!(
         r#"receivers:
   otlp: {{ protocols: {{ grpc: {{ endpoint: 127.0.0.1:{grpc} }} }} }}
   k8s_audit: {{ endpoint: 127.0.0.1:{audit} }}
 processors:
   operator_tagger: {{}}
-  correlator: {CORRELATOR}
+  correlator: {correlator}
   batch: {{ timeout: 100ms }}
 exporters:
   otlp/signals: {{ endpoint: "{signals}", tls: {{ insecure: true }} }}
@@ -214,14 +231,9 @@ fn deletion_held_by_finalizer(time: u64) -> Vec<u8> {
     serde_json::to_vec(&list).expect("JSON")
 }
 
-fn post_audit(process: &Process, body: &[u8]) {
-    let answer = http_post(
-        &format!("127.0.0.1:{}", process.audit),
-        "/",
-        &[("Content-Type", "application/json")],
-        body,
-    )
-    .expect("POST the audit batch");
+fn post_audit(webhook: &str, body: &[u8]) {
+    let answer = http_post(webhook, "/", &[("Content-Type", "application/json")], body)
+        .expect("POST the audit batch");
     assert_eq!(answer.status, 200, "{}", answer.text());
 }
 
@@ -241,10 +253,19 @@ fn text(attributes: &[KeyValue], key: &str) -> Option<String> {
     }
 }
 
+/// Where the fleet's data goes: the agents' and the single process's OTLP/gRPC
+/// addresses, and the audit webhooks the batch is posted to.
+#[derive(Clone)]
+struct Targets {
+    agents: Vec<String>,
+    single: String,
+    audit: Vec<String>,
+}
+
 /// Plays the fleet for `PLAY` in real time: each tick's spans to the agent of each
-/// pod's node, and all of them to the single process. The audit batch goes to the
-/// single process and to `audit_to` one second in.
-fn play(agents: &[Process], single: &Process, audit_to: &Process) {
+/// pod's node, and all of them to the single process. The audit batch goes to each
+/// of `targets.audit` one second in.
+fn play(targets: &Targets) {
     let runtime = Runtime::new().expect("client runtime");
     runtime.block_on(async {
         let connect = |address: String| async move {
@@ -253,10 +274,10 @@ fn play(agents: &[Process], single: &Process, audit_to: &Process) {
                 .expect("connect")
         };
         let mut agent_clients: Vec<TraceServiceClient<Channel>> = Vec::new();
-        for agent in agents {
-            agent_clients.push(connect(agent.address()).await);
+        for agent in &targets.agents {
+            agent_clients.push(connect(agent.clone()).await);
         }
-        let mut single_client = connect(single.address()).await;
+        let mut single_client = connect(targets.single.clone()).await;
         let started = now_nanos();
         let mut fleet = SimulatedFleet::new(started);
         let mut interval = tokio::time::interval(Duration::from_millis(TICK_MILLIS));
@@ -266,8 +287,9 @@ fn play(agents: &[Process], single: &Process, audit_to: &Process) {
             let request = fleet.tick(now_nanos());
             if tick == 5 {
                 let body = deletion_held_by_finalizer(now_nanos());
-                post_audit(single, &body);
-                post_audit(audit_to, &body);
+                for webhook in &targets.audit {
+                    post_audit(webhook, &body);
+                }
             }
             let mut by_node: BTreeMap<usize, ExportTraceServiceRequest> = BTreeMap::new();
             for resource_spans in &request.resource_spans {
@@ -329,54 +351,176 @@ fn has_all(signals: &BTreeSet<SignalKey>) -> bool {
         .all(|(name, object)| signals.iter().any(|(n, o, _)| n == name && o == object))
 }
 
-#[test]
-fn three_agents_and_three_gateways_fire_what_one_process_fires_each_signal_once() {
-    let mut gateways: Vec<Process> = (0..3).map(|_| Process::new()).collect();
-    let addresses: Vec<String> = gateways.iter().map(Process::address).collect();
-    for gateway in &mut gateways {
-        let config = gateway_config(gateway, &addresses);
-        gateway.start(&config);
+/// Three gateways, three agents routing to them, and the single process.
+struct Tier {
+    gateways: Vec<Process>,
+    agents: Vec<Process>,
+    single: Process,
+    addresses: Vec<String>,
+    /// The gateways' journals, one directory each, when they keep one.
+    journals: Option<tempfile::TempDir>,
+}
+
+impl Tier {
+    fn start(journaled: bool) -> Self {
+        let journals = journaled.then(|| tempfile::tempdir().expect("journal directory"));
+        let gateways: Vec<Process> = (0..3).map(|_| Process::new()).collect();
+        let addresses: Vec<String> = gateways.iter().map(Process::address).collect();
+        let mut tier = Self {
+            gateways,
+            agents: (0..3).map(|_| Process::new()).collect(),
+            single: Process::new(),
+            addresses,
+            journals,
+        };
+        for index in 0..tier.gateways.len() {
+            tier.start_gateway(index);
+        }
+        for agent in &mut tier.agents {
+            let config = agent_config(agent, &tier.addresses);
+            agent.start(&config);
+        }
+        let config = single_process_config(&tier.single);
+        tier.single.start(&config);
+        tier
     }
-    let mut agents: Vec<Process> = (0..3).map(|_| Process::new()).collect();
-    for agent in &mut agents {
-        let config = agent_config(agent, &addresses);
-        agent.start(&config);
+
+    fn start_gateway(&mut self, index: usize) {
+        let journal = self
+            .journals
+            .as_ref()
+            .map(|root| root.path().join(format!("gateway-{index}")));
+        let config = gateway_config(&self.gateways[index], &self.addresses, journal.as_deref());
+        self.gateways[index].start(&config);
     }
-    let mut single = Process::new();
-    let config = single_process_config(&single);
-    single.start(&config);
 
-    let audit_to = &gateways[(now_nanos() % 3) as usize];
-    play(&agents, &single, audit_to);
-
-    let tier = || {
-        gateways
-            .iter()
-            .flat_map(|gateway| firing(&signal_spans(&gateway.signals)))
-            .collect::<BTreeSet<_>>()
-    };
-    let settled = wait_until(SIGNALS_TIMEOUT, || {
-        has_all(&firing(&signal_spans(&single.signals))) && has_all(&tier())
-    });
-    let reference = firing(&signal_spans(&single.signals));
-    assert!(
-        settled,
-        "not every signal fired in time:\nsingle process: {reference:#?}\ntier: {:#?}",
-        tier()
-    );
-    assert_eq!(tier(), reference, "the tier fires what one process fires");
-
-    // Each signal from one gateway only: its object's owner.
-    let mut fired_by: BTreeMap<String, usize> = BTreeMap::new();
-    for (index, gateway) in gateways.iter().enumerate() {
-        for span in signal_spans(&gateway.signals) {
-            let id = text(&span.attributes, "opscope.signal.id").unwrap_or_default();
-            let owner = *fired_by.entry(id.clone()).or_insert(index);
-            assert_eq!(owner, index, "signal {id} came from two gateways");
+    /// The fleet's targets, the audit batch posted to gateway `audit_to`.
+    fn targets(&self, audit_to: usize) -> Targets {
+        Targets {
+            agents: self.agents.iter().map(Process::address).collect(),
+            single: self.single.address(),
+            audit: vec![self.single.webhook(), self.gateways[audit_to].webhook()],
         }
     }
-    assert!(
-        fired_by.values().collect::<BTreeSet<_>>().len() >= 2,
-        "the signals' objects are spread over the gateways: {fired_by:?}"
-    );
+
+    /// The gateway that owns `kind namespace/name`, by the agents' ring.
+    fn owner_of(&self, kind: &str, namespace: &str, name: &str) -> usize {
+        let attributes = [
+            ("k8s.object.kind", kind),
+            ("k8s.object.namespace", namespace),
+            ("k8s.object.name", name),
+        ]
+        .map(|(key, value)| KeyValue {
+            key: key.into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(value.into())),
+            }),
+            ..Default::default()
+        });
+        let ring = Ring::new(&self.addresses);
+        let owner = ring
+            .owner_endpoint(record_key(&attributes, None))
+            .expect("a ring of three");
+        self.addresses
+            .iter()
+            .position(|address| address == owner)
+            .expect("the owner is a gateway")
+    }
+
+    /// `kill -9` of gateway `index`, and the same gateway started again `down` later.
+    fn kill_and_restart(&mut self, index: usize, down: Duration) {
+        if let Some(mut opscope) = self.gateways[index].opscope.take() {
+            opscope.kill();
+        }
+        thread::sleep(down);
+        self.start_gateway(index);
+    }
+
+    fn tier_firing(&self) -> BTreeSet<SignalKey> {
+        self.gateways
+            .iter()
+            .flat_map(|gateway| firing(&signal_spans(&gateway.signals)))
+            .collect()
+    }
+
+    /// Waits until both the tier and the single process fired every expected signal
+    /// and asserts that they fired the same set.
+    fn assert_same_signals(&self) {
+        let settled = wait_until(SIGNALS_TIMEOUT, || {
+            has_all(&firing(&signal_spans(&self.single.signals))) && has_all(&self.tier_firing())
+        });
+        let reference = firing(&signal_spans(&self.single.signals));
+        assert!(
+            settled,
+            "not every signal fired in time:\nsingle process: {reference:#?}\ntier: {:#?}",
+            self.tier_firing()
+        );
+        assert_eq!(
+            self.tier_firing(),
+            reference,
+            "the tier fires what one process fires"
+        );
+    }
+
+    /// Each signal from one gateway only (its object's owner), and `firing` at most
+    /// `extra` more times than the single process sent it.
+    fn assert_each_signal_from_one_gateway(&self, extra: usize) {
+        let mut fired_by: BTreeMap<String, usize> = BTreeMap::new();
+        let mut firings: BTreeMap<String, usize> = BTreeMap::new();
+        for (index, gateway) in self.gateways.iter().enumerate() {
+            for span in signal_spans(&gateway.signals) {
+                let id = text(&span.attributes, "opscope.signal.id").unwrap_or_default();
+                let owner = *fired_by.entry(id.clone()).or_insert(index);
+                assert_eq!(owner, index, "signal {id} came from two gateways");
+                if text(&span.attributes, "opscope.signal.state").as_deref() == Some("firing") {
+                    *firings.entry(id).or_default() += 1;
+                }
+            }
+        }
+        for span in signal_spans(&self.single.signals) {
+            if text(&span.attributes, "opscope.signal.state").as_deref() == Some("firing") {
+                let id = text(&span.attributes, "opscope.signal.id").unwrap_or_default();
+                if let Some(count) = firings.get_mut(&id) {
+                    *count = count.saturating_sub(1);
+                }
+            }
+        }
+        for (id, more) in firings {
+            assert!(
+                more <= extra,
+                "signal {id}: {more} more firing than one process sent"
+            );
+        }
+        assert!(
+            fired_by.values().collect::<BTreeSet<_>>().len() >= 2,
+            "the signals' objects are spread over the gateways: {fired_by:?}"
+        );
+    }
+}
+
+#[test]
+fn three_agents_and_three_gateways_fire_what_one_process_fires_each_signal_once() {
+    let tier = Tier::start(false);
+    play(&tier.targets((now_nanos() % 3) as usize));
+    tier.assert_same_signals();
+    tier.assert_each_signal_from_one_gateway(0);
+}
+
+/// The gateway that owns the object whose only evidence is an audit event is killed
+/// after the event and before its finalizer leak is due, and started again: its
+/// journal gives it the deletion back, and the leak fires on time. Its other
+/// signals fire again once, as the journal is taken again.
+#[test]
+fn a_gateway_killed_and_started_again_loses_no_signal() {
+    let mut tier = Tier::start(true);
+    let victim = tier.owner_of("RayJob", "ml", "eval");
+    // Not the victim: the audit event must travel to its owner first.
+    let targets = tier.targets((victim + 1) % 3);
+    let playing = thread::spawn(move || play(&targets));
+    // The audit batch is posted one second in; the leak is due ten seconds later.
+    thread::sleep(Duration::from_secs(4));
+    tier.kill_and_restart(victim, Duration::from_secs(1));
+    playing.join().expect("the fleet plays");
+    tier.assert_same_signals();
+    tier.assert_each_signal_from_one_gateway(1);
 }

@@ -39,17 +39,19 @@ impl SharedProcessors {
         signals: &SignalSink,
         memory: MemoryAccount,
     ) -> Result<Self, FieldError> {
-        let correlators = config
-            .processors
-            .iter()
-            .filter_map(|(id, processor)| match processor {
-                ProcessorConfig::Correlator(correlator) => Some((
-                    id.clone(),
-                    SharedCorrelator::new(correlator.clone(), Arc::clone(signals)),
-                )),
-                _ => None,
-            })
-            .collect();
+        let mut correlators = BTreeMap::new();
+        for (id, processor) in &config.processors {
+            if let ProcessorConfig::Correlator(settings) = processor {
+                let correlator = SharedCorrelator::open(settings.clone(), Arc::clone(signals))
+                    .map_err(|error| {
+                        FieldError::new(
+                            format!("processors.{id}.storage"),
+                            format!("the journal cannot be opened: {error}"),
+                        )
+                    })?;
+                correlators.insert(id.clone(), correlator);
+            }
+        }
         let taggers = config
             .processors
             .iter()

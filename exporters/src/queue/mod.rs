@@ -5,7 +5,7 @@
 
 pub mod durable;
 pub mod retry;
-pub mod segment_log;
+pub use opscope_storage::segment_log;
 pub mod shedding;
 
 use std::path::{Path, PathBuf};

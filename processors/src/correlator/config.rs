@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::finalizer_leak::FinalizerLeakConfig;
+use super::journal::JournalConfig;
 use super::reconcile_loop::ReconcileLoopConfig;
 use super::resource_leak::ResourceLeakConfig;
 use super::write_conflict::WriteConflictConfig;
@@ -29,6 +30,17 @@ pub struct CorrelatorConfig {
     /// The shortest time between two updates of one firing signal.
     #[serde(deserialize_with = "duration")]
     pub update_interval: Duration,
+    /// Where the correlator journals what it takes, to rebuild its state after a
+    /// restart (a gateway's volume); none by default.
+    pub storage: Option<JournalConfig>,
+}
+
+impl CorrelatorConfig {
+    /// How long what the correlator took can still change its state: an object idle
+    /// longer is forgotten, an event later than the lateness is not taken.
+    pub fn horizon(&self) -> Duration {
+        self.idle_expiry.saturating_add(self.lateness)
+    }
 }
 
 impl Default for CorrelatorConfig {
@@ -42,6 +54,7 @@ impl Default for CorrelatorConfig {
             idle_expiry: Duration::from_secs(15 * 60),
             lateness: Duration::from_secs(30),
             update_interval: Duration::from_secs(30),
+            storage: None,
         }
     }
 }
@@ -56,6 +69,11 @@ impl Validate for CorrelatorConfig {
         ];
         for (section, result) in sections {
             result.map_err(|error| error.within(section))?;
+        }
+        if let Some(storage) = &self.storage {
+            storage
+                .validate()
+                .map_err(|error| error.within("storage"))?;
         }
         if self.max_objects == 0 {
             return Err(FieldError::new("max_objects", "must be at least 1"));

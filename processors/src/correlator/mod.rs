@@ -13,6 +13,7 @@ mod field_churn;
 mod finalizer_leak;
 mod gauge_series;
 mod instance_table;
+pub mod journal;
 mod lifecycle;
 mod object_state;
 mod object_table;
@@ -36,6 +37,7 @@ mod tests;
 pub use config::CorrelatorConfig;
 pub use events::{Event, ObjectEvent, ObjectEventKind, RecordPlace};
 pub use finalizer_leak::FinalizerLeakConfig;
+pub use journal::{JournalConfig, JournalStats};
 pub use processor::SharedCorrelator;
 pub use reconcile_loop::ReconcileLoopConfig;
 pub use resource_leak::ResourceLeakConfig;
@@ -73,6 +75,8 @@ pub struct CorrelatorStats {
     /// wrong clock or unit), in total; counted by the live agent, which knows the
     /// wall clock.
     pub future_events_dropped: u64,
+    /// The journal's figures, all zero without `storage`.
+    pub journal: JournalStats,
 }
 
 /// Correlates events on event time: [`observe`](Self::observe) events, then

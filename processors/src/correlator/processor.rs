@@ -1,17 +1,21 @@
 //! The `correlator` processor: one correlator shared by every pipeline that lists
 //! it (traces, logs and metrics all carry evidence), fed with the events of each
-//! batch that passes; the batch itself passes on unchanged.
+//! batch that passes; the batch itself passes on unchanged. With `storage`, each
+//! batch is journaled first, and the journal is taken again at start.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use opscope_model::Telemetry;
-use opscope_model::signal::Signal;
+use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::{Nanos, now_unix_nanos};
+use opscope_storage::LogError;
 
 use super::events::Event;
 use super::extract::CorrelatorEvents;
+use super::journal::{Journal, Journaled};
 use super::{Correlator, CorrelatorConfig, CorrelatorStats};
 use crate::Processor;
 
@@ -25,16 +29,66 @@ pub struct SharedCorrelator {
     /// How far event time may lag the wall clock, and lead it.
     lateness: u64,
     future_events: Arc<AtomicU64>,
+    journal: Option<Arc<Mutex<Journal>>>,
 }
 
 impl SharedCorrelator {
+    /// A correlator that keeps no journal, whatever `config.storage` says.
     pub fn new(config: CorrelatorConfig, sink: SignalSink) -> Self {
         Self {
             lateness: u64::try_from(config.lateness.as_nanos()).unwrap_or(u64::MAX),
             correlator: Arc::new(Mutex::new(Correlator::new(config))),
             sink,
             future_events: Arc::default(),
+            journal: None,
         }
+    }
+
+    /// The correlator of `config`; with `storage`, it first takes again what its
+    /// journal holds (a previous run's batches within the correlator's horizon) and
+    /// then emits each signal that is firing at the end of it once, so that a
+    /// restarted process raises again what it had raised, as one more `firing`.
+    pub fn open(config: CorrelatorConfig, sink: SignalSink) -> Result<Self, LogError> {
+        let storage = config.storage.clone();
+        let horizon = config.horizon();
+        let mut correlator = Self::new(config, sink);
+        if let Some(storage) = storage {
+            let started = Instant::now();
+            let (journal, batches) = Journal::open(&storage, horizon, now_unix_nanos())?;
+            let replayed = batches.len();
+            let firing = correlator.replay(batches);
+            tracing::info!(directory = %storage.directory.display(), batches = replayed,
+                firing = firing.len(), elapsed = ?started.elapsed(),
+                "correlator: state rebuilt from its journal");
+            correlator.emit(firing);
+            correlator.journal = Some(Arc::new(Mutex::new(journal)));
+        }
+        Ok(correlator)
+    }
+
+    /// Takes journaled batches, oldest first, as they were taken live; returns the
+    /// signals firing at the end (their last change, once each).
+    fn replay(&self, batches: Vec<Journaled>) -> Vec<Signal> {
+        let mut last: BTreeMap<String, Signal> = BTreeMap::new();
+        let mut correlator = self.lock();
+        let mut events = Vec::new();
+        for batch in batches {
+            match &batch {
+                Journaled::Traces(traces) => traces.correlator_events(&mut events),
+                Journaled::Logs(logs) => logs.correlator_events(&mut events),
+                Journaled::Metrics(metrics) => metrics.correlator_events(&mut events),
+            }
+            for event in events.drain(..) {
+                correlator.observe(event);
+            }
+            let now = correlator.watermark();
+            for signal in correlator.advance(now) {
+                last.insert(signal.id.clone(), signal);
+            }
+        }
+        last.into_values()
+            .filter(|signal| signal.state == SignalState::Firing)
+            .collect()
     }
 
     fn lock(&self) -> MutexGuard<'_, Correlator> {
@@ -82,8 +136,15 @@ impl SharedCorrelator {
     }
 
     pub fn stats(&self) -> CorrelatorStats {
+        let journal = self.journal.as_ref().map(|journal| {
+            journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .stats()
+        });
         CorrelatorStats {
             future_events_dropped: self.future_events.load(Ordering::Relaxed),
+            journal: journal.unwrap_or_default(),
             ..self.lock().stats()
         }
     }
@@ -97,6 +158,14 @@ impl SharedCorrelator {
 
 impl<T: Telemetry + CorrelatorEvents> Processor<T> for SharedCorrelator {
     fn process(&mut self, data: T, _: Instant, out: &mut Vec<T>) {
+        if let Some(journal) = &self.journal {
+            // Written from the pipeline's task: one write(2) into the page cache, the
+            // fsync every second is the log's.
+            journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .append(&data, now_unix_nanos());
+        }
         // Records give one or two events each, and events are large: growing the
         // vector would copy them again and again.
         let mut events = Vec::with_capacity(data.item_count().saturating_mul(2));
