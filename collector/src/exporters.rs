@@ -51,6 +51,11 @@ impl Exporters {
     }
 
     /// Whether `exporter` sends OTLP on, and so takes data of `T` encoded.
+    /// The exporter `name`, when it is an `E`.
+    pub fn instance<E: Send + Sync + 'static>(&self, name: &str) -> Option<Arc<E>> {
+        self.0.get(name)?.instance()
+    }
+
     pub fn sends_otlp<T: Batch>(&self, exporter: &str) -> bool {
         self.0
             .get(exporter)

@@ -24,6 +24,7 @@ pub mod extensions;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod handover;
 pub mod pipeline;
 pub mod receivers;
 pub mod self_telemetry;

@@ -83,6 +83,9 @@ pub struct BuiltExporter {
     starters: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     pub queue: QueueConfig,
     pub retry: RetryConfig,
+    /// The exporter itself, for a component that uses it directly (a gateway's
+    /// hand-over sends through its `loadbalancing` exporter).
+    instance: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl BuiltExporter {
@@ -91,7 +94,20 @@ impl BuiltExporter {
             starters: HashMap::new(),
             queue,
             retry,
+            instance: None,
         }
+    }
+
+    /// Keeps `exporter` for [`instance`](Self::instance).
+    pub fn holding<E: Send + Sync + 'static>(mut self, exporter: &Arc<E>) -> Self {
+        let instance: Arc<dyn Any + Send + Sync> = Arc::clone(exporter) as _;
+        self.instance = Some(instance);
+        self
+    }
+
+    /// The exporter, when it is an `E`.
+    pub fn instance<E: Send + Sync + 'static>(&self) -> Option<Arc<E>> {
+        Arc::clone(self.instance.as_ref()?).downcast::<E>().ok()
     }
 
     /// The exporter carries `B`: pipelines of `B` may start queues to it.

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use opscope_exporters::SendingQueue;
+use opscope_exporters::loadbalancing::LoadBalancingExporter;
 use opscope_exporters::queue::SheddableQueue;
 use opscope_model::TelemetryKind;
 use opscope_model::memory::MemoryAccount;
@@ -21,6 +22,7 @@ use crate::config::{Config, ExtensionConfig, Pipeline as PipelineSpec, Processor
 use crate::consumer::{Consumer, OtlpBatch, PipelineInput};
 use crate::exporters::{Exporters, build_connector};
 use crate::extensions::health_check::{self, Readiness};
+use crate::handover;
 use crate::pipeline::memory_watch::MemoryWatch;
 use crate::pipeline::{Pipeline, SharedProcessors};
 use crate::receivers::{Consumers, ReceiverContext, ReceiverError};
@@ -69,6 +71,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     // they are dropped.
     drop(sink);
     signals.start_ticking(shared.correlators.clone(), &telemetry, stop_ticking.clone());
+    let handovers = start_handovers(&config, &shared, &exporters, &stop_ticking);
     // What connectors feed drains after what feeds them, so its inputs close later.
     let close_connected = CancellationToken::new();
     let mut draining = Draining::default();
@@ -192,6 +195,11 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     drop(draining);
     drop(shared);
     stop_ticking.cancel();
+    for handover in handovers {
+        // A hand-over still sending is cut short: its records stay in the journal.
+        handover.abort();
+        let _ = handover.await;
+    }
     let deadline = deadline.max(tokio::time::Instant::now() + LAST_GRACE);
     if tokio::time::timeout_at(deadline, signals.finish())
         .await
@@ -210,6 +218,38 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     while servers.join_next().await.is_some() {}
     tracing::info!("opscope stopped");
     Ok(())
+}
+
+/// The hand-over of each correlator that has one (a gateway's), following the ring of
+/// its `loadbalancing` exporter.
+fn start_handovers(
+    config: &Config,
+    shared: &SharedProcessors,
+    exporters: &Exporters,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut handovers = Vec::new();
+    for (id, processor) in &config.processors {
+        let ProcessorConfig::Correlator(settings) = processor else {
+            continue;
+        };
+        let (Some(handover), Some(correlator)) = (&settings.handover, shared.correlators.get(id))
+        else {
+            continue;
+        };
+        // Validation made sure it is a loadbalancing exporter.
+        let Some(exporter) = exporters.instance::<LoadBalancingExporter>(&handover.exporter) else {
+            continue;
+        };
+        handovers.push(handover::start(
+            id.clone(),
+            correlator.clone(),
+            exporter,
+            handover.endpoint.clone(),
+            stop.clone(),
+        ));
+    }
+    handovers
 }
 
 /// The running receivers: one task each, named by the receiver's id.

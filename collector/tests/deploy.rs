@@ -44,6 +44,7 @@ fn document(path: &Path) -> Value {
 /// The environment the shipped configs read, as the manifests set it.
 const CONFIG_ENV: &[(&str, &str)] = &[
     ("KUBE_NODE_NAME", "node-1"),
+    ("POD_IP", "10.244.1.7"),
     ("CLUSTER_NAME", "test"),
     ("LOKI_ENDPOINT", "http://loki:3100"),
     (

@@ -7,11 +7,12 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{Opscope, OtlpSink, Ports, free_port, http_post, wait_until};
+use common::{Opscope, OtlpSink, Ports, RssSampler, free_port, http_post, wait_until};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -42,6 +43,9 @@ fn node_of(pod: &str) -> usize {
 
 /// A process with OTLP/gRPC and audit webhook ports, and the sink its signals go to.
 struct Process {
+    /// Where its OTLP/gRPC receiver listens: 127.0.0.1, or a loopback address of its
+    /// own for a gateway found by name.
+    host: String,
     ports: Ports,
     audit: u16,
     signals: OtlpSink,
@@ -51,6 +55,7 @@ struct Process {
 impl Process {
     fn new() -> Self {
         Self {
+            host: "127.0.0.1".into(),
             ports: Ports::free(),
             audit: free_port(),
             signals: OtlpSink::grpc(),
@@ -58,12 +63,26 @@ impl Process {
         }
     }
 
-    fn start(&mut self, config: &str) {
-        self.opscope = Some(Opscope::start(config, &self.ports.health_addr()));
+    /// A gateway on loopback address `host`, its OTLP/gRPC receiver on `port`.
+    fn at(host: &str, port: u16) -> Self {
+        let mut process = Self::new();
+        process.host = host.into();
+        process.ports.grpc = port;
+        process
+    }
+
+    /// Starts it on `config`; with `hosts`, in a mount namespace of its own where
+    /// that file is `/etc/hosts`.
+    fn start(&mut self, config: &str, hosts: Option<&Path>) {
+        let health = self.ports.health_addr();
+        self.opscope = Some(match hosts {
+            Some(hosts) => Opscope::start_with_hosts(config, &health, hosts),
+            None => Opscope::start(config, &health),
+        });
     }
 
     fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.ports.grpc)
+        format!("{}:{}", self.host, self.ports.grpc)
     }
 
     fn webhook(&self) -> String {
@@ -92,20 +111,38 @@ fn telemetry(ports: &Ports) -> String {
     )
 }
 
-fn routing(gateways: &[String]) -> String {
-    let hostnames: Vec<String> = gateways.iter().map(|g| format!("\"{g}\"")).collect();
+/// How agents and gateways find the gateways.
+#[derive(Clone)]
+enum Membership {
+    Static(Vec<String>),
+    /// A name the test's hosts file resolves, re-resolved every second.
+    Dns {
+        hostname: String,
+        port: u16,
+    },
+}
+
+fn routing(membership: &Membership) -> String {
+    let resolver = match membership {
+        Membership::Static(gateways) => {
+            let hostnames: Vec<String> = gateways.iter().map(|g| format!("\"{g}\"")).collect();
+            format!("static: {{ hostnames: [{}] }}", hostnames.join(", "))
+        }
+        Membership::Dns { hostname, port } => {
+            format!("dns: {{ hostname: {hostname}, port: {port}, interval: 1s, timeout: 1s }}")
+        }
+    };
     format!(
         r#"  loadbalancing:
     protocol: {{ otlp: {{ tls: {{ insecure: true }}, timeout: 5s }} }}
-    resolver: {{ static: {{ hostnames: [{}] }} }}
+    resolver: {{ {resolver} }}
     retry_on_failure: {{ initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s }}
-"#,
-        hostnames.join(", ")
+"#
     )
 }
 
 /// The agent of a node: tags its pods' spans and routes them by object.
-fn agent_config(agent: &Process, gateways: &[String]) -> String {
+fn agent_config(agent: &Process, gateways: &Membership) -> String {
     format!(
         r#"receivers:
   otlp: {{ protocols: {{ grpc: {{ endpoint: 127.0.0.1:{grpc} }} }} }}
@@ -126,19 +163,23 @@ exporters:
 
 /// A gateway: correlates what the agents route to it; audit events it takes go on
 /// to their object's owner by the same ring. With `journal`, its correlator keeps
-/// its journal there.
-fn gateway_config(gateway: &Process, gateways: &[String], journal: Option<&Path>) -> String {
+/// its journal there and hands objects over when the ring changes.
+fn gateway_config(gateway: &Process, gateways: &Membership, journal: Option<&Path>) -> String {
     let correlator = match journal {
         Some(directory) => CORRELATOR.replacen(
             '{',
-            &format!("{{ storage: {{ directory: \"{}\" }},", directory.display()),
+            &format!(
+                "{{ storage: {{ directory: \"{}\" }}, handover: {{ exporter: loadbalancing, endpoint: \"{}\" }},",
+                directory.display(),
+                gateway.address()
+            ),
             1,
         ),
         None => CORRELATOR.to_string(),
     };
     format!(
         r#"receivers:
-  otlp: {{ protocols: {{ grpc: {{ endpoint: 127.0.0.1:{grpc} }} }} }}
+  otlp: {{ protocols: {{ grpc: {{ endpoint: "{grpc}" }} }} }}
   k8s_audit: {{ endpoint: 127.0.0.1:{audit} }}
 processors:
   operator_tagger: {{}}
@@ -153,7 +194,7 @@ exporters:
     logs/audit: {{ receivers: [k8s_audit], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
     signals: {{ exporters: [otlp/signals] }}
 {telemetry}"#,
-        grpc = gateway.ports.grpc,
+        grpc = gateway.address(),
         audit = gateway.audit,
         signals = gateway.signals.endpoint(),
         routing = routing(gateways),
@@ -351,47 +392,101 @@ fn has_all(signals: &BTreeSet<SignalKey>) -> bool {
         .all(|(name, object)| signals.iter().any(|(n, o, _)| n == name && o == object))
 }
 
+/// The name the gateways are found by in the tests with a changing membership.
+const GATEWAYS_NAME: &str = "gateways.opscope.test";
+
 /// Three gateways, three agents routing to them, and the single process.
 struct Tier {
     gateways: Vec<Process>,
     agents: Vec<Process>,
     single: Process,
-    addresses: Vec<String>,
-    /// The gateways' journals, one directory each, when they keep one.
-    journals: Option<tempfile::TempDir>,
+    membership: Membership,
+    /// The hosts file agents and gateways resolve the gateways' name with.
+    hosts: Option<PathBuf>,
+    /// The gateways' journals, one directory each, and the hosts file, when used.
+    files: Option<tempfile::TempDir>,
 }
 
 impl Tier {
+    /// Gateways listed in the agents' config, with journals or without.
     fn start(journaled: bool) -> Self {
-        let journals = journaled.then(|| tempfile::tempdir().expect("journal directory"));
         let gateways: Vec<Process> = (0..3).map(|_| Process::new()).collect();
-        let addresses: Vec<String> = gateways.iter().map(Process::address).collect();
+        let membership = Membership::Static(gateways.iter().map(Process::address).collect());
+        let files = journaled.then(|| tempfile::tempdir().expect("journal directory"));
+        Self::start_with(gateways, membership, None, files)
+    }
+
+    /// Gateways on loopback addresses of their own found by name through a hosts
+    /// file the test rewrites, with journals and hand-over; `None` where the test
+    /// cannot give processes a hosts file of their own (not root).
+    fn start_named() -> Option<Self> {
+        let files = tempfile::tempdir().expect("a directory for journals and hosts");
+        let hosts = files.path().join("hosts");
+        fs::write(&hosts, "127.0.0.1 localhost\n").expect("write the hosts file");
+        if !Opscope::can_use_own_hosts(&hosts) {
+            eprintln!("skipped: unshare --mount cannot bind-mount a hosts file here (run as root)");
+            return None;
+        }
+        let port = free_port();
+        let gateways: Vec<Process> = (0..3)
+            .map(|index| Process::at(&format!("127.0.0.{}", 11 + index), port))
+            .collect();
+        let membership = Membership::Dns {
+            hostname: GATEWAYS_NAME.into(),
+            port,
+        };
+        let tier = Self::start_with(gateways, membership, Some(hosts), Some(files));
+        Some(tier)
+    }
+
+    fn start_with(
+        gateways: Vec<Process>,
+        membership: Membership,
+        hosts: Option<PathBuf>,
+        files: Option<tempfile::TempDir>,
+    ) -> Self {
         let mut tier = Self {
             gateways,
             agents: (0..3).map(|_| Process::new()).collect(),
             single: Process::new(),
-            addresses,
-            journals,
+            membership,
+            hosts,
+            files,
         };
+        tier.write_hosts(&[0, 1, 2]);
         for index in 0..tier.gateways.len() {
             tier.start_gateway(index);
         }
         for agent in &mut tier.agents {
-            let config = agent_config(agent, &tier.addresses);
-            agent.start(&config);
+            let config = agent_config(agent, &tier.membership);
+            agent.start(&config, tier.hosts.as_deref());
         }
         let config = single_process_config(&tier.single);
-        tier.single.start(&config);
+        tier.single.start(&config, None);
         tier
+    }
+
+    /// Makes the gateways' name resolve to `members` (rewritten in place: the
+    /// processes' bind mounts hold the file, not its name).
+    fn write_hosts(&self, members: &[usize]) {
+        let Some(hosts) = &self.hosts else {
+            return;
+        };
+        let mut text = String::from("127.0.0.1 localhost\n");
+        for &member in members {
+            text.push_str(&format!("{} {GATEWAYS_NAME}\n", self.gateways[member].host));
+        }
+        fs::write(hosts, text).expect("rewrite the hosts file");
     }
 
     fn start_gateway(&mut self, index: usize) {
         let journal = self
-            .journals
+            .files
             .as_ref()
             .map(|root| root.path().join(format!("gateway-{index}")));
-        let config = gateway_config(&self.gateways[index], &self.addresses, journal.as_deref());
-        self.gateways[index].start(&config);
+        let config = gateway_config(&self.gateways[index], &self.membership, journal.as_deref());
+        let hosts = self.hosts.clone();
+        self.gateways[index].start(&config, hosts.as_deref());
     }
 
     /// The fleet's targets, the audit batch posted to gateway `audit_to`.
@@ -403,8 +498,8 @@ impl Tier {
         }
     }
 
-    /// The gateway that owns `kind namespace/name`, by the agents' ring.
-    fn owner_of(&self, kind: &str, namespace: &str, name: &str) -> usize {
+    /// The gateway of `members` that owns `kind namespace/name`, by the agents' ring.
+    fn owner_of(&self, members: &[usize], kind: &str, namespace: &str, name: &str) -> usize {
         let attributes = [
             ("k8s.object.kind", kind),
             ("k8s.object.namespace", namespace),
@@ -417,14 +512,68 @@ impl Tier {
             }),
             ..Default::default()
         });
-        let ring = Ring::new(&self.addresses);
+        let addresses: Vec<String> = members
+            .iter()
+            .map(|&member| self.gateways[member].address())
+            .collect();
+        let ring = Ring::new(&addresses);
         let owner = ring
             .owner_endpoint(record_key(&attributes, None))
-            .expect("a ring of three");
-        self.addresses
+            .expect("a ring of gateways");
+        self.gateways
             .iter()
-            .position(|address| address == owner)
+            .position(|gateway| gateway.address() == owner)
             .expect("the owner is a gateway")
+    }
+
+    /// A fourth gateway, at the next loopback address, found by the same name.
+    fn add_gateway(&mut self) -> usize {
+        let Membership::Dns { port, .. } = self.membership else {
+            panic!("gateways are added to a name");
+        };
+        let index = self.gateways.len();
+        self.gateways
+            .push(Process::at(&format!("127.0.0.{}", 11 + index), port));
+        self.start_gateway(index);
+        index
+    }
+
+    /// `kill -9` of gateway `index`.
+    fn kill(&mut self, index: usize) {
+        if let Some(mut opscope) = self.gateways[index].opscope.take() {
+            opscope.kill();
+        }
+    }
+
+    /// Samples the agents' resident memory while the fleet plays.
+    fn sample_agents(&self) -> Vec<RssSampler> {
+        self.agents
+            .iter()
+            .filter_map(|agent| agent.opscope.as_ref())
+            .map(|opscope| RssSampler::start(opscope.pid()))
+            .collect()
+    }
+
+    /// No gateway resolved a signal that one process kept firing: an object that
+    /// moves is let go without a word, its new owner carries its signals on.
+    fn assert_no_spurious_resolve(&self) {
+        let resolved = |spans: Vec<Span>| -> BTreeSet<String> {
+            spans
+                .iter()
+                .filter(|span| {
+                    text(&span.attributes, "opscope.signal.state").as_deref() == Some("resolved")
+                })
+                .filter_map(|span| text(&span.attributes, "opscope.signal.id"))
+                .collect()
+        };
+        let reference = resolved(signal_spans(&self.single.signals));
+        for (index, gateway) in self.gateways.iter().enumerate() {
+            let spurious: Vec<String> = resolved(signal_spans(&gateway.signals))
+                .difference(&reference)
+                .cloned()
+                .collect();
+            assert!(spurious.is_empty(), "gateway {index} resolved {spurious:?}");
+        }
     }
 
     /// `kill -9` of gateway `index`, and the same gateway started again `down` later.
@@ -513,7 +662,7 @@ fn three_agents_and_three_gateways_fire_what_one_process_fires_each_signal_once(
 #[test]
 fn a_gateway_killed_and_started_again_loses_no_signal() {
     let mut tier = Tier::start(true);
-    let victim = tier.owner_of("RayJob", "ml", "eval");
+    let victim = tier.owner_of(&[0, 1, 2], "RayJob", "ml", "eval");
     // Not the victim: the audit event must travel to its owner first.
     let targets = tier.targets((victim + 1) % 3);
     let playing = thread::spawn(move || play(&targets));
@@ -523,4 +672,41 @@ fn a_gateway_killed_and_started_again_loses_no_signal() {
     playing.join().expect("the fleet plays");
     tier.assert_same_signals();
     tier.assert_each_signal_from_one_gateway(1);
+}
+
+/// The gateways found by name (a hosts file of the test's, which every agent and
+/// gateway resolves through the system resolver), the membership changing during the
+/// run: the owner of the object whose only evidence is an audit event is taken out
+/// of the name and then killed, and a fourth gateway is added. The removed gateway
+/// hands its objects over before it goes, so that object's finalizer leak still
+/// fires; objects that move are let go without resolving their signals.
+#[test]
+fn gateways_removed_and_added_hand_their_objects_over() {
+    let Some(mut tier) = Tier::start_named() else {
+        return;
+    };
+    let removed = tier.owner_of(&[0, 1, 2], "RayJob", "ml", "eval");
+    let targets = tier.targets((removed + 1) % 3);
+    let samplers = tier.sample_agents();
+    let playing = thread::spawn(move || play(&targets));
+    // The audit batch is posted one second in; the leak is due ten seconds later.
+    thread::sleep(Duration::from_secs(4));
+    let mut members: Vec<usize> = (0..3).filter(|&gateway| gateway != removed).collect();
+    tier.write_hosts(&members);
+    // Every process resolves the name again within a second; the removed gateway
+    // then lets go of its objects and hands them over.
+    thread::sleep(Duration::from_secs(3));
+    tier.kill(removed);
+    members.push(tier.add_gateway());
+    tier.write_hosts(&members);
+    playing.join().expect("the fleet plays");
+    tier.assert_same_signals();
+    tier.assert_no_spurious_resolve();
+    for (agent, sampler) in samplers.iter().enumerate() {
+        assert!(
+            sampler.peak() < 256 << 20,
+            "agent {agent} peaked at {} MiB",
+            sampler.peak() >> 20
+        );
+    }
 }

@@ -72,3 +72,7 @@ pub const URL_QUERY: &str = "url.query";
 
 /// Where a log record came from, for evidence (`file:line`).
 pub const LOG_SOURCE: &str = "opscope.log.source";
+
+/// A resource attribute (true) on records one gateway hands over to the gateway that
+/// owns their objects now: the receiver takes them whatever their age.
+pub const HANDED_OVER: &str = "opscope.handed_over";

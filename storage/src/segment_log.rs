@@ -298,6 +298,33 @@ impl SegmentLog {
         }
     }
 
+    /// Up to `limit` records not yet done, from sequence number `first` on, read
+    /// with file handles of their own: the consumers' place is not moved. A record
+    /// that cannot be read back ends the range.
+    pub fn read_range(&self, first: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
+        let mut records = Vec::new();
+        let first = first.max(self.committed);
+        for segment in self.segments.iter().filter(|s| s.end() > first) {
+            let mut file = File::open(&segment.path).map_err(io_error(&segment.path))?;
+            let start = first.max(segment.first);
+            skip_frames(&mut file, start - segment.first).map_err(io_error(&segment.path))?;
+            for sequence in start..segment.end() {
+                if records.len() >= limit {
+                    return Ok(records);
+                }
+                match read_frame(&mut file) {
+                    Ok(Frame::Record(payload)) => {
+                        if !self.done.contains(&sequence) {
+                            records.push((sequence, payload));
+                        }
+                    }
+                    _ => return Ok(records),
+                }
+            }
+        }
+        Ok(records)
+    }
+
     /// Marks a record done: delivered, or given up for good. Advances the offset over
     /// every record done in a row and deletes the segments wholly behind it.
     pub fn complete(&mut self, sequence: u64) -> Result<(), LogError> {
@@ -587,6 +614,27 @@ mod tests {
             bytes.extend_from_slice(payload);
         }
         fs::write(dir.join(format!("{name}{SEGMENT_SUFFIX}")), bytes).unwrap();
+    }
+
+    #[test]
+    fn a_range_is_read_without_moving_the_consumers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = open(dir.path());
+        for n in 0..6 {
+            log.append(&record(n)).unwrap();
+        }
+        log.complete(0).unwrap();
+        log.complete(3).unwrap();
+        let range = log.read_range(0, 3).unwrap();
+        let sequences: Vec<u64> = range.iter().map(|(sequence, _)| *sequence).collect();
+        assert_eq!(sequences, [1, 2, 4], "done records are left out");
+        assert_eq!(range[2].1, record(4));
+        assert_eq!(log.read_range(5, 10).unwrap(), vec![(5, record(5))]);
+        // The consumers read on from where they were.
+        assert_eq!(
+            log.read_next().unwrap().map(|(sequence, _)| sequence),
+            Some(0)
+        );
     }
 
     /// Found by the `segment_log` fuzz target: an empty segment named inside the

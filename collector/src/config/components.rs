@@ -213,7 +213,7 @@ macro_rules! exporter_types {
                     $(Self::$variant(config) => {
                         let exporter = Arc::new(build_with(name, config, telemetry, $build)?);
                         let (queue, retry) = exporter_types!(@queue config $(, $queue)?);
-                        Ok(BuiltExporter::new(queue, retry)$(.carrying::<$data, _>(&exporter))+)
+                        Ok(BuiltExporter::new(queue, retry).holding(&exporter)$(.carrying::<$data, _>(&exporter))+)
                     })+
                 }
             }

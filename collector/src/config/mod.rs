@@ -265,6 +265,30 @@ impl Config {
         )
     }
 
+    /// A correlator's hand-over follows the ring of a `loadbalancing` exporter.
+    fn check_handovers(&self, errors: &mut Vec<FieldError>) {
+        for (id, processor) in &self.processors {
+            let ProcessorConfig::Correlator(settings) = processor else {
+                continue;
+            };
+            let Some(handover) = &settings.handover else {
+                continue;
+            };
+            if !matches!(
+                self.exporters.get(&handover.exporter),
+                Some(ExporterConfig::LoadBalancing(_))
+            ) {
+                errors.push(FieldError::new(
+                    format!("processors.{id}.handover.exporter"),
+                    format!(
+                        "\"{}\" is not a loadbalancing exporter of this config",
+                        handover.exporter
+                    ),
+                ));
+            }
+        }
+    }
+
     /// A pipeline without exporters is only for data that ends in a correlator, as
     /// on a gateway whose agents sent the records to the backends already; any other
     /// would drop everything it takes.
@@ -435,7 +459,14 @@ impl Config {
                 errors,
             );
             self.check_memory_limiter_first(&path, pipeline, errors);
-            self.check_has_an_end(&path, pipeline, errors);
+            // An invalid processor may be the correlator it ends in: reported already.
+            if !pipeline
+                .processors
+                .iter()
+                .any(|p| defined_but_invalid("processors", p))
+            {
+                self.check_has_an_end(&path, pipeline, errors);
+            }
             check_references(
                 &path,
                 "exporters",
@@ -450,6 +481,7 @@ impl Config {
             );
         }
         self.check_connectors(errors);
+        self.check_handovers(errors);
         for (index, id) in self.service.extensions.iter().enumerate() {
             if !self.extensions.contains_key(id) && !defined_but_invalid("extensions", id) {
                 errors.push(FieldError::new(

@@ -468,3 +468,38 @@ service:
         ]
     );
 }
+
+#[test]
+fn a_hand_over_follows_a_loadbalancing_exporter_and_needs_a_journal() {
+    let config = |correlator: &str| {
+        format!(
+            r#"
+receivers:
+  otlp:
+    protocols: {{ grpc: {{ endpoint: 127.0.0.1:4317 }} }}
+processors:
+  correlator: {correlator}
+exporters:
+  debug: {{}}
+service:
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [correlator] }}
+    signals: {{ exporters: [debug] }}
+"#
+        )
+    };
+    assert_eq!(
+        errors_of(&config(
+            "{ storage: { directory: /tmp/j }, handover: { exporter: debug, endpoint: \"10.0.0.5:4317\" } }"
+        )),
+        [
+            "processors.correlator.handover.exporter: \"debug\" is not a loadbalancing exporter of this config"
+        ]
+    );
+    assert_eq!(
+        errors_of(&config(
+            "{ handover: { exporter: debug, endpoint: \"10.0.0.5:4317\" } }"
+        )),
+        ["processors.correlator.handover: needs storage: what is handed over is the journal"]
+    );
+}

@@ -1,6 +1,7 @@
 //! `Opscope`: the agent binary (`run` on a temporary config, or `demo`) run as a child process, killed on drop.
 use std::ffi::OsStr;
 use std::fs::{self, File};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -60,6 +61,44 @@ impl Opscope {
         let mut opscope = Self::spawn_command(dir, command);
         opscope.wait_ready(health_addr);
         opscope
+    }
+
+    /// Like [`Self::start`], in a mount namespace of its own where `hosts` is
+    /// `/etc/hosts`: the system resolver finds the names the test writes there, and
+    /// sees the file change. Needs `unshare` and the right to mount (root).
+    pub fn start_with_hosts(config: &str, health_addr: &str, hosts: &Path) -> Self {
+        let dir = tempfile::tempdir().expect("create a temp dir");
+        let config_path = dir.path().join("opscope.yaml");
+        fs::write(&config_path, config).expect("write the config");
+        let mut command = Command::new("unshare");
+        command
+            .args(["--mount", "sh", "-c"])
+            .arg(r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#)
+            .arg("sh")
+            .arg(hosts)
+            .arg(env!("CARGO_BIN_EXE_opscope"))
+            .args([OsStr::new("run"), OsStr::new("-c"), config_path.as_os_str()]);
+        let mut opscope = Self::spawn_command(dir, command);
+        opscope.wait_ready(health_addr);
+        opscope
+    }
+
+    /// Whether [`Self::start_with_hosts`] can work here: `unshare` is installed and
+    /// may bind-mount over `/etc/hosts`.
+    pub fn can_use_own_hosts(hosts: &Path) -> bool {
+        Command::new("unshare")
+            .args([
+                "--mount",
+                "sh",
+                "-c",
+                r#"mount --bind "$1" /etc/hosts"#,
+                "sh",
+            ])
+            .arg(hosts)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
     }
 
     /// Starts `opscope demo` with `args` (such as `--duration 30`).

@@ -4,7 +4,7 @@
 //! the resolver has dropped that gateway meanwhile, the part goes to the objects'
 //! new owners. A batch no gateway took goes back to the sending queue whole.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -14,12 +14,13 @@ use opscope_model::config::FieldError;
 use opscope_proto::ExportService;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::config::LoadBalancingConfig;
 use super::resolver::{DnsResolver, follow};
 use super::ring::Ring;
-use super::routing::{encode_logs, encode_traces};
+use super::routing::encode_parts;
 use crate::batch::{Batch, Encoded};
 use crate::exporter::{Delivery, ExportError, Exporter};
 use crate::otlp::GrpcExporter;
@@ -28,6 +29,8 @@ use crate::queue::{Backoff, RetryConfig};
 pub struct LoadBalancingExporter {
     name: String,
     routing: Arc<RwLock<Arc<Routing>>>,
+    /// The ring as last resolved, for a gateway that hands objects over.
+    rings: Arc<watch::Sender<Ring>>,
     retry: RetryConfig,
     /// Stops the resolver's task when the exporter goes.
     stop: CancellationToken,
@@ -74,19 +77,39 @@ impl Routing {
 
 /// A batch type the exporter cuts by owner.
 pub trait Routable: Telemetry + ExportService {
-    /// One encoded part per gateway of `ring`, by index.
-    fn encode_parts(&self, ring: &Ring) -> Vec<Encoded<Self>>;
+    /// One encoded part per gateway of `ring`, by index, of the records whose key
+    /// hash `keep` takes.
+    fn encode_parts(&self, ring: &Ring, keep: &dyn Fn(u64) -> bool) -> Vec<Encoded<Self>>;
 }
 
 impl Routable for ExportTraceServiceRequest {
-    fn encode_parts(&self, ring: &Ring) -> Vec<Encoded<Self>> {
-        encode_traces(self, ring)
+    fn encode_parts(&self, ring: &Ring, keep: &dyn Fn(u64) -> bool) -> Vec<Encoded<Self>> {
+        encode_parts(&self.resource_spans, ring, keep)
     }
 }
 
 impl Routable for ExportLogsServiceRequest {
-    fn encode_parts(&self, ring: &Ring) -> Vec<Encoded<Self>> {
-        encode_logs(self, ring)
+    fn encode_parts(&self, ring: &Ring, keep: &dyn Fn(u64) -> bool) -> Vec<Encoded<Self>> {
+        encode_parts(&self.resource_logs, ring, keep)
+    }
+}
+
+/// Which records of a batch go: all, or (a hand-over) those of some keys only, to
+/// any gateway but one.
+#[derive(Clone, Copy)]
+struct Selection<'a> {
+    keys: Option<&'a HashSet<u64>>,
+    not_to: Option<&'a str>,
+}
+
+impl Selection<'_> {
+    const ALL: Selection<'static> = Selection {
+        keys: None,
+        not_to: None,
+    };
+
+    fn keeps(&self, key: u64) -> bool {
+        self.keys.is_none_or(|keys| keys.contains(&key))
     }
 }
 
@@ -95,8 +118,10 @@ impl LoadBalancingExporter {
     /// name starts on the current Tokio runtime.
     pub fn new(name: &str, config: &LoadBalancingConfig) -> Result<Self, FieldError> {
         let routing = Routing::to(config.endpoints(), config, &Routing::default())?;
+        let rings = Arc::new(watch::Sender::new(routing.ring.clone()));
         let exporter = Self {
             name: name.to_string(),
+            rings: Arc::clone(&rings),
             routing: Arc::new(RwLock::new(Arc::new(routing))),
             retry: config.retry_on_failure.clone(),
             stop: CancellationToken::new(),
@@ -115,7 +140,10 @@ impl LoadBalancingExporter {
             let changed = move |endpoints: Vec<String>| {
                 let mut current = routing.write().unwrap_or_else(PoisonError::into_inner);
                 match Routing::to(&endpoints, &config, &current) {
-                    Ok(next) => *current = Arc::new(next),
+                    Ok(next) => {
+                        rings.send_replace(next.ring.clone());
+                        *current = Arc::new(next);
+                    }
                     Err(error) => tracing::warn!(exporter = %exporter_name, %error,
                         "loadbalancing: a resolved gateway cannot be used; keeping the last list"),
                 }
@@ -131,6 +159,26 @@ impl LoadBalancingExporter {
         Ok(exporter)
     }
 
+    /// The ring of gateways, watched: changed whenever the resolver finds another set.
+    pub fn rings(&self) -> watch::Receiver<Ring> {
+        self.rings.subscribe()
+    }
+
+    /// Sends the records of `batch` whose key hashes are in `keys` to their owners,
+    /// `not_to` excepted (the gateway handing them over): a batch of a journal.
+    pub async fn hand_over<T: Routable>(
+        &self,
+        batch: &T,
+        keys: &HashSet<u64>,
+        not_to: &str,
+    ) -> Result<Delivery, ExportError> {
+        let selection = Selection {
+            keys: Some(keys),
+            not_to: Some(not_to),
+        };
+        self.deliver(batch, selection).await
+    }
+
     fn routing(&self) -> Arc<Routing> {
         let current = self.routing.read().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(&current)
@@ -138,7 +186,11 @@ impl LoadBalancingExporter {
 
     /// Sends each gateway its part, parts a gateway refuses for now again until they
     /// pass or the retries run out.
-    async fn deliver<T: Routable>(&self, batch: &T) -> Result<Delivery, ExportError> {
+    async fn deliver<T: Routable>(
+        &self,
+        batch: &T,
+        selection: Selection<'_>,
+    ) -> Result<Delivery, ExportError> {
         let started = Instant::now();
         let mut backoff = Backoff::new(&self.retry);
         let mut delivered_any = false;
@@ -147,7 +199,7 @@ impl LoadBalancingExporter {
         let mut pending: Vec<(String, Encoded<T>)> = Vec::new();
         loop {
             let routing = self.routing();
-            pending = self.route(&routing, unrouted.take(), pending)?;
+            pending = self.route(&routing, unrouted.take(), pending, selection)?;
             if pending.is_empty() && !routing.ring.is_empty() {
                 return Ok(delivery);
             }
@@ -208,6 +260,7 @@ impl LoadBalancingExporter {
         routing: &Routing,
         unrouted: Option<&T>,
         pending: Vec<(String, Encoded<T>)>,
+        selection: Selection<'_>,
     ) -> Result<Vec<(String, Encoded<T>)>, ExportError> {
         let mut pieces = Vec::new();
         let mut orphaned = Vec::new();
@@ -223,9 +276,9 @@ impl LoadBalancingExporter {
             return Ok(pieces);
         }
         for batch in unrouted.into_iter().chain(&orphaned) {
-            let parts = batch.encode_parts(&routing.ring);
+            let parts = batch.encode_parts(&routing.ring, &|key| selection.keeps(key));
             for (endpoint, encoded) in routing.ring.endpoints().zip(parts) {
-                if encoded.items() == 0 {
+                if encoded.items() == 0 || selection.not_to == Some(endpoint) {
                     continue;
                 }
                 let limit = routing
@@ -285,13 +338,13 @@ impl Drop for LoadBalancingExporter {
 
 impl Exporter<ExportTraceServiceRequest> for LoadBalancingExporter {
     async fn export(&self, batch: &ExportTraceServiceRequest) -> Result<Delivery, ExportError> {
-        self.deliver(batch).await
+        self.deliver(batch, Selection::ALL).await
     }
 }
 
 impl Exporter<ExportLogsServiceRequest> for LoadBalancingExporter {
     async fn export(&self, batch: &ExportLogsServiceRequest) -> Result<Delivery, ExportError> {
-        self.deliver(batch).await
+        self.deliver(batch, Selection::ALL).await
     }
 }
 

@@ -7,7 +7,7 @@
 
 use opscope_model::Telemetry;
 use opscope_model::attributes::get_str;
-use opscope_model::kubernetes::ObjectRef;
+use opscope_model::kubernetes::{ObjectKey, ObjectRef};
 use opscope_model::semconv::{
     K8S_NAMESPACE_NAME, K8S_POD_NAME, OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE, OBJECT_RESOURCE,
 };
@@ -33,12 +33,16 @@ pub fn record_key(attributes: &[KeyValue], resource: Option<&Resource>) -> u64 {
         ..ObjectRef::default()
     };
     if object.is_known() {
-        let key = object.key();
-        return key_hash(["object", &key.namespace, &key.resource, &key.name]);
+        return object_key_hash(&object.key());
     }
     let resource = resource.map_or(&[][..], |resource| &resource.attributes);
     let pod = |key| get_str(resource, key).unwrap_or_default();
     key_hash(["pod", pod(K8S_NAMESPACE_NAME), pod(K8S_POD_NAME)])
+}
+
+/// The routing key hash of an object, as the correlator keys it.
+pub fn object_key_hash(key: &ObjectKey) -> u64 {
+    key_hash(["object", &key.namespace, &key.resource, &key.name])
 }
 
 /// The request encoded as one request per gateway of `ring` (by index; empty for a
@@ -47,7 +51,7 @@ pub fn encode_traces(
     request: &ExportTraceServiceRequest,
     ring: &Ring,
 ) -> Vec<Encoded<ExportTraceServiceRequest>> {
-    encode_parts(&request.resource_spans, ring)
+    encode_parts(&request.resource_spans, ring, &|_| true)
 }
 
 /// Like [`encode_traces`], for log records.
@@ -55,7 +59,7 @@ pub fn encode_logs(
     request: &ExportLogsServiceRequest,
     ring: &Ring,
 ) -> Vec<Encoded<ExportLogsServiceRequest>> {
-    encode_parts(&request.resource_logs, ring)
+    encode_parts(&request.resource_logs, ring, &|_| true)
 }
 
 /// A resource container of OTLP (`ResourceSpans`, `ResourceLogs`): a resource, scope
@@ -184,11 +188,12 @@ impl<S: ScopeContainer> Fields for ScopePart<'_, S> {
     }
 }
 
-/// Each record to the part of its owner, under its resource and scope, in order; then
-/// each part encoded.
-fn encode_parts<R: ResourceContainer, T: Telemetry>(
+/// Each record whose key hash `keep` takes to the part of its owner, under its
+/// resource and scope, in order; then each part encoded.
+pub(crate) fn encode_parts<R: ResourceContainer, T: Telemetry>(
     resources: &[R],
     ring: &Ring,
+    keep: &dyn Fn(u64) -> bool,
 ) -> Vec<Encoded<T>> {
     let mut parts: Vec<Part<'_, R>> = (0..ring.len().max(1))
         .map(|_| Part {
@@ -200,6 +205,9 @@ fn encode_parts<R: ResourceContainer, T: Telemetry>(
         for scope in resource.scopes() {
             for record in scope.records() {
                 let key = record_key(R::Scope::attributes(record), resource.resource());
+                if !keep(key) {
+                    continue;
+                }
                 let Some(part) = parts.get_mut(ring.owner(key).unwrap_or(0)) else {
                     continue;
                 };

@@ -33,6 +33,20 @@ pub struct CorrelatorConfig {
     /// Where the correlator journals what it takes, to rebuild its state after a
     /// restart (a gateway's volume); none by default.
     pub storage: Option<JournalConfig>,
+    /// A gateway's: when the ring of gateways changes, let go of the objects another
+    /// gateway owns now and hand their journaled records over to it.
+    pub handover: Option<HandoverConfig>,
+}
+
+/// Where a gateway learns who owns what, and who it is.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandoverConfig {
+    /// The `loadbalancing` exporter whose ring says which gateway owns an object
+    /// (the one the gateway sends audit events on through).
+    pub exporter: String,
+    /// This gateway as the ring names it: `host:port`, e.g. `${env:POD_IP}:4317`.
+    pub endpoint: String,
 }
 
 impl CorrelatorConfig {
@@ -55,6 +69,7 @@ impl Default for CorrelatorConfig {
             lateness: Duration::from_secs(30),
             update_interval: Duration::from_secs(30),
             storage: None,
+            handover: None,
         }
     }
 }
@@ -74,6 +89,12 @@ impl Validate for CorrelatorConfig {
             storage
                 .validate()
                 .map_err(|error| error.within("storage"))?;
+        }
+        if self.handover.is_some() && self.storage.is_none() {
+            return Err(FieldError::new(
+                "handover",
+                "needs storage: what is handed over is the journal",
+            ));
         }
         if self.max_objects == 0 {
             return Err(FieldError::new("max_objects", "must be at least 1"));

@@ -21,7 +21,7 @@ use super::events::{
 
 use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
 
-use opscope_model::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_str};
+use opscope_model::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_bool, get_str};
 use opscope_model::kubernetes::audit::operator_of_user;
 use opscope_model::kubernetes::kinds::plural_of_kind;
 use opscope_model::semconv::*;
@@ -113,11 +113,25 @@ impl<'a> Source<'a> {
 pub trait CorrelatorEvents {
     /// Appends the events of the batch's records to `out`.
     fn correlator_events(&self, out: &mut Vec<Event>);
+
+    /// Whether the batch is records another correlator hands over (its resources say
+    /// [`HANDED_OVER`]): taken whatever their age.
+    fn handed_over(&self) -> bool;
+}
+
+fn marked_handed_over<'a>(mut resources: impl Iterator<Item = Option<&'a Resource>>) -> bool {
+    resources.any(|resource| {
+        resource.is_some_and(|resource| get_bool(&resource.attributes, HANDED_OVER) == Some(true))
+    })
 }
 
 impl CorrelatorEvents for ExportTraceServiceRequest {
     fn correlator_events(&self, out: &mut Vec<Event>) {
         from_traces(self, out);
+    }
+
+    fn handed_over(&self) -> bool {
+        marked_handed_over(self.resource_spans.iter().map(|r| r.resource.as_ref()))
     }
 }
 
@@ -125,11 +139,19 @@ impl CorrelatorEvents for ExportLogsServiceRequest {
     fn correlator_events(&self, out: &mut Vec<Event>) {
         from_logs(self, out);
     }
+
+    fn handed_over(&self) -> bool {
+        marked_handed_over(self.resource_logs.iter().map(|r| r.resource.as_ref()))
+    }
 }
 
 impl CorrelatorEvents for ExportMetricsServiceRequest {
     fn correlator_events(&self, out: &mut Vec<Event>) {
         from_metrics(self, out);
+    }
+
+    fn handed_over(&self) -> bool {
+        false
     }
 }
 

@@ -162,6 +162,21 @@ impl Journal {
         self.trim(now);
     }
 
+    /// Up to `limit` kept batches from sequence number `first` on, with their
+    /// sequence numbers, oldest first; a batch that cannot be read is left out.
+    pub fn read_kept(&self, first: u64, limit: usize) -> Vec<(u64, Journaled)> {
+        match self.log.read_range(first, limit) {
+            Ok(records) => records
+                .into_iter()
+                .filter_map(|(sequence, record)| Some((sequence, decode(&record)?.1)))
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "correlator journal: cannot be read back for a hand-over");
+                Vec::new()
+            }
+        }
+    }
+
     pub fn stats(&self) -> JournalStats {
         self.stats.clone()
     }

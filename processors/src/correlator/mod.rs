@@ -34,15 +34,16 @@ mod test_support;
 #[cfg(test)]
 mod tests;
 
-pub use config::CorrelatorConfig;
+pub use config::{CorrelatorConfig, HandoverConfig};
 pub use events::{Event, ObjectEvent, ObjectEventKind, RecordPlace};
 pub use finalizer_leak::FinalizerLeakConfig;
-pub use journal::{JournalConfig, JournalStats};
+pub use journal::{JournalConfig, JournalStats, Journaled};
 pub use processor::SharedCorrelator;
 pub use reconcile_loop::ReconcileLoopConfig;
 pub use resource_leak::ResourceLeakConfig;
 pub use write_conflict::WriteConflictConfig;
 
+use opscope_model::kubernetes::ObjectKey;
 use opscope_model::signal::{Signal, SignalType};
 use opscope_model::timestamp::Nanos;
 
@@ -126,6 +127,25 @@ impl Correlator {
         if !used {
             self.stats.ignored_events += 1;
         }
+    }
+
+    /// Takes an event handed over by the correlator that owned its object before
+    /// (its journal, sent on when ownership moved), whatever its age: the object is
+    /// new here, so its events come in late but in their order.
+    pub fn observe_handed_over(&mut self, event: Event) {
+        let Event::Object(mut event) = event else {
+            // Operator-instance evidence is not routed by object, and not handed over.
+            return;
+        };
+        if !self.observe_object(&mut event) {
+            self.stats.ignored_events += 1;
+        }
+    }
+
+    /// Forgets the objects `keep` says no to, without resolving their signals: their
+    /// new owner carries them on. Returns how many were let go.
+    pub fn release(&mut self, keep: impl FnMut(&ObjectKey) -> bool) -> usize {
+        self.objects.release(keep)
     }
 
     /// Moves event time forward to `now` (never backwards), evaluates the detectors,

@@ -237,6 +237,28 @@ impl ObjectTable {
         expired
     }
 
+    /// Forgets, without resolving their signals, the objects `keep` says no; returns
+    /// how many: objects another correlator now owns.
+    pub(crate) fn release(&mut self, mut keep: impl FnMut(&ObjectKey) -> bool) -> usize {
+        let released: Vec<usize> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, held)| {
+                let entry = held.entry.as_deref()?;
+                (!keep(&entry.key)).then_some(slot)
+            })
+            .collect();
+        for &slot in &released {
+            if let Some(held) = self.slots.get_mut(slot) {
+                held.dirty = false;
+            }
+            self.dirty.retain(|&dirty| dirty != slot);
+            self.remove(slot);
+        }
+        released.len()
+    }
+
     fn remove(&mut self, slot: usize) -> Option<Entry> {
         let entry = self.slots.get_mut(slot)?.entry.take()?;
         self.order.remove(&entry.order(slot));

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use opscope_model::Telemetry;
+use opscope_model::kubernetes::ObjectKey;
 use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::{Nanos, now_unix_nanos};
 use opscope_storage::LogError;
@@ -73,13 +74,26 @@ impl SharedCorrelator {
         let mut correlator = self.lock();
         let mut events = Vec::new();
         for batch in batches {
-            match &batch {
-                Journaled::Traces(traces) => traces.correlator_events(&mut events),
-                Journaled::Logs(logs) => logs.correlator_events(&mut events),
-                Journaled::Metrics(metrics) => metrics.correlator_events(&mut events),
-            }
+            let handed_over = match &batch {
+                Journaled::Traces(traces) => {
+                    traces.correlator_events(&mut events);
+                    traces.handed_over()
+                }
+                Journaled::Logs(logs) => {
+                    logs.correlator_events(&mut events);
+                    logs.handed_over()
+                }
+                Journaled::Metrics(metrics) => {
+                    metrics.correlator_events(&mut events);
+                    false
+                }
+            };
             for event in events.drain(..) {
-                correlator.observe(event);
+                if handed_over {
+                    correlator.observe_handed_over(event);
+                } else {
+                    correlator.observe(event);
+                }
             }
             let now = correlator.watermark();
             for signal in correlator.advance(now) {
@@ -96,6 +110,39 @@ impl SharedCorrelator {
         self.correlator
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes events of objects another correlator owned before, whatever their age,
+    /// and evaluates the detectors.
+    pub fn observe_handed_over(&self, events: Vec<Event>) {
+        let signals = {
+            let mut correlator = self.lock();
+            for event in events {
+                correlator.observe_handed_over(event);
+            }
+            let now = correlator.watermark();
+            correlator.advance(now)
+        };
+        self.emit(signals);
+    }
+
+    /// Forgets, without resolving their signals, the objects `keep` says no to (their
+    /// new owner carries them on); returns how many.
+    pub fn release(&self, keep: impl FnMut(&ObjectKey) -> bool) -> usize {
+        self.lock().release(keep)
+    }
+
+    /// Up to `limit` batches of the journal from sequence number `first` on, oldest
+    /// first (none without `storage`): what to hand over to the new owners of the
+    /// objects let go. Read a few at a time, so that appends wait little.
+    pub fn journaled(&self, first: u64, limit: usize) -> Vec<(u64, Journaled)> {
+        match &self.journal {
+            Some(journal) => journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .read_kept(first, limit),
+            None => Vec::new(),
+        }
     }
 
     /// Observes events and evaluates the detectors at the newest event time. An
@@ -170,7 +217,11 @@ impl<T: Telemetry + CorrelatorEvents> Processor<T> for SharedCorrelator {
         // vector would copy them again and again.
         let mut events = Vec::with_capacity(data.item_count().saturating_mul(2));
         data.correlator_events(&mut events);
-        self.observe(events);
+        if data.handed_over() {
+            self.observe_handed_over(events);
+        } else {
+            self.observe(events);
+        }
         out.push(data);
     }
 }

@@ -356,3 +356,38 @@ proptest! {
         assert_lifecycles(&signals);
     }
 }
+
+/// A gateway taking over an object: what the old owner hands over is old by the new
+/// owner's event time, and taken all the same; the old owner lets the object go
+/// without resolving its signal.
+#[test]
+fn handed_over_events_are_taken_whatever_their_age_and_released_objects_go_quietly() {
+    let stuck = || {
+        Ev::state("stuck", secs(0))
+            .deleting(secs(0))
+            .finalizers(&["example.com/cleanup"])
+    };
+    let mut old_owner = correlator();
+    old_owner.observe(stuck().into());
+    let fired = old_owner.advance(secs(6 * 60));
+    assert_eq!(fired.len(), 1, "{fired:?}");
+
+    let mut new_owner = correlator();
+    new_owner.observe(Ev::reconcile("other", secs(6 * 60), "r1").into());
+    new_owner.advance(secs(6 * 60));
+    new_owner.observe(stuck().into());
+    assert_eq!(new_owner.stats().late_events_dropped, 1, "live, it is late");
+    new_owner.observe_handed_over(stuck().into());
+    let taken_over = new_owner.advance(secs(6 * 60 + 1));
+    assert_eq!(taken_over.len(), 1, "{taken_over:?}");
+    assert_eq!(taken_over[0].signal, SignalType::FinalizerLeak);
+    assert_eq!(taken_over[0].state, SignalState::Firing);
+
+    let released = old_owner.release(|key| key.name != "stuck");
+    assert_eq!(released, 1);
+    assert!(old_owner.active().is_empty());
+    assert!(
+        old_owner.advance(secs(30 * 60)).is_empty(),
+        "no resolve for an object let go"
+    );
+}

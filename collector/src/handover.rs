@@ -1,0 +1,113 @@
+//! A gateway's hand-over: when the ring of gateways changes (one added, one removed
+//! or drained), each gateway lets go of the objects another gateway owns now, without
+//! resolving their signals (the new owner carries them on), and sends what its
+//! journal holds on them to their new owners, marked handed over so that they take
+//! it whatever its age. The agents route new records by the same ring, so the new
+//! owner gets an object's past from the old owner and its present from the agents.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use opscope_exporters::loadbalancing::routing::object_key_hash;
+use opscope_exporters::loadbalancing::{LoadBalancingExporter, Ring};
+use opscope_model::attributes::set;
+use opscope_model::semconv::HANDED_OVER;
+use opscope_processors::correlator::{Journaled, SharedCorrelator};
+use opscope_proto::otlp::common::v1::any_value::Value;
+use opscope_proto::otlp::resource::v1::Resource;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Journaled batches read at a time: the journal's appends wait while they are read.
+const BATCHES_PER_READ: usize = 64;
+
+/// Follows the ring of `exporter` for the correlator `name`, which is the gateway
+/// `endpoint`, until `stop`.
+pub fn start(
+    name: String,
+    correlator: SharedCorrelator,
+    exporter: Arc<LoadBalancingExporter>,
+    endpoint: String,
+    stop: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut rings = exporter.rings();
+        // The ring at start is the one the agents route by already.
+        rings.mark_unchanged();
+        loop {
+            tokio::select! {
+                changed = rings.changed() => if changed.is_err() { return },
+                () = stop.cancelled() => return,
+            }
+            let ring = rings.borrow_and_update().clone();
+            hand_over(&name, &correlator, &exporter, &endpoint, &ring).await;
+        }
+    })
+}
+
+async fn hand_over(
+    name: &str,
+    correlator: &SharedCorrelator,
+    exporter: &LoadBalancingExporter,
+    endpoint: &str,
+    ring: &Ring,
+) {
+    if ring.is_empty() {
+        return;
+    }
+    let mut released = HashSet::new();
+    correlator.release(|key| {
+        let hash = object_key_hash(key);
+        let mine = ring.owner_endpoint(hash) == Some(endpoint);
+        if !mine {
+            released.insert(hash);
+        }
+        mine
+    });
+    if released.is_empty() {
+        return;
+    }
+    let (mut next, mut batches, mut failed) = (0, 0u64, 0u64);
+    loop {
+        let read = correlator.journaled(next, BATCHES_PER_READ);
+        let Some((last, _)) = read.last() else {
+            break;
+        };
+        next = last + 1;
+        for (_, batch) in read {
+            let sent = match batch {
+                Journaled::Traces(mut traces) => {
+                    for resource_spans in &mut traces.resource_spans {
+                        mark(&mut resource_spans.resource);
+                    }
+                    exporter.hand_over(&traces, &released, endpoint).await
+                }
+                Journaled::Logs(mut logs) => {
+                    for resource_logs in &mut logs.resource_logs {
+                        mark(&mut resource_logs.resource);
+                    }
+                    exporter.hand_over(&logs, &released, endpoint).await
+                }
+                // Operator pods' metrics are not routed by object.
+                Journaled::Metrics(_) => continue,
+            };
+            batches += 1;
+            match sent {
+                Ok(delivery) if delivery.rejected_items == 0 => {}
+                _ => failed += 1,
+            }
+        }
+    }
+    tracing::info!(processor = %name, gateway = %endpoint, objects = released.len(), batches, failed,
+        "correlator: objects another gateway owns now were let go and their journal handed over");
+}
+
+/// Marks records as handed over, on their resource.
+fn mark(resource: &mut Option<Resource>) {
+    let resource = resource.get_or_insert_with(Resource::default);
+    set(
+        &mut resource.attributes,
+        HANDED_OVER,
+        Value::BoolValue(true),
+    );
+}
