@@ -10,6 +10,7 @@ use opscope_bench::{controller_runtime_logs, reconcile_traces};
 use opscope_exporters::Encoded;
 use opscope_exporters::loadbalancing::Ring;
 use opscope_exporters::loadbalancing::routing::encode_traces;
+use opscope_exporters::loadbalancing::wire;
 use opscope_exporters::loki::{StreamLabel, logs_push_request, snappy_body};
 use opscope_processors::Processor;
 use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
@@ -104,6 +105,12 @@ fn loadbalancing(c: &mut Criterion) {
     });
     group.bench_function("encode_1000_spans", |b| {
         b.iter(|| Encoded::new(black_box(&traces)))
+    });
+    // What the exporter does with the batch the pipeline encoded: reads each span's
+    // object off the wire and copies its bytes into its gateway's request.
+    let encoded = Encoded::new(&traces).bytes();
+    group.bench_function("route_encoded_1000_spans_over_3_gateways", |b| {
+        b.iter(|| wire::split(black_box(&encoded), wire::SPANS, &ring, &|_| true))
     });
     group.finish();
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use opscope_processors::tagger::{OperatorTagger, TaggerConfig};
 use opscope_proto::otlp::collector::logs::v1::logs_service_client::LogsServiceClient;
 use opscope_proto::otlp::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opscope_proto::otlp::collector::trace::v1::trace_service_client::TraceServiceClient;
@@ -44,6 +45,9 @@ pub struct LoadSettings {
     /// Requests in flight at once.
     pub concurrency: usize,
     pub workload: WorkloadConfig,
+    /// Tag each request before it is sent (here, not in the collector measured), as
+    /// an agent of the gateway tier has.
+    pub tagged: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -235,6 +239,9 @@ pub async fn run(
         .map(|_| {
             let sender = Sender {
                 settings: settings.clone(),
+                tagger: settings
+                    .tagged
+                    .then(|| OperatorTagger::new(&TaggerConfig::default())),
                 client: client.clone(),
                 workload: workload.clone(),
                 live: live.clone(),
@@ -253,6 +260,7 @@ pub async fn run(
 
 struct Sender {
     settings: LoadSettings,
+    tagger: Option<OperatorTagger>,
     client: Client,
     workload: Arc<Mutex<OperatorWorkload>>,
     live: Arc<LiveCounts>,
@@ -262,7 +270,8 @@ struct Sender {
 }
 
 impl Sender {
-    async fn run(self) {
+    async fn run(mut self) {
+        let mut tagger = self.tagger.take();
         let settings = &self.settings;
         loop {
             if self.stop.load(Ordering::Relaxed)
@@ -298,7 +307,7 @@ impl Sender {
                     return;
                 }
             }
-            let (payload, items) = {
+            let (mut payload, items) = {
                 let mut workload = self.workload.lock().unwrap_or_else(PoisonError::into_inner);
                 Payload::generate(
                     &mut workload,
@@ -307,6 +316,13 @@ impl Sender {
                     now_unix_nanos(),
                 )
             };
+            if let Some(tagger) = &mut tagger {
+                match &mut payload {
+                    Payload::Traces(request) => tagger.tag_traces(request),
+                    Payload::Logs(request) => tagger.tag_logs(request),
+                    Payload::Metrics(_) => {}
+                }
+            }
             let items = items as u64;
             // Whole reconciles may overshoot the batch: later requests are due later.
             self.scheduled.fetch_add(

@@ -22,6 +22,10 @@ pub struct Scenario {
     /// Send to the sink through the `loadbalancing` exporter, routed by object over
     /// two gateway entries that are both the sink, instead of the `otlp` exporter.
     pub routed: bool,
+    /// A gateway of the tier: records tagged by the load generator (as the agents
+    /// route them), the correlator with its journal, nothing sent on; what it
+    /// accepts is what it took.
+    pub gateway: bool,
 }
 
 const FULL: &[&str] = &["operator_tagger", "correlator", "batch"];
@@ -38,6 +42,7 @@ pub fn all() -> Vec<Scenario> {
         batch: 512,
         objects: 1000,
         routed: false,
+        gateway: false,
     };
     vec![
         throughput(
@@ -74,6 +79,15 @@ pub fn all() -> Vec<Scenario> {
             )
         },
         Scenario {
+            gateway: true,
+            ..throughput(
+                "gateway",
+                "tagged reconcile traces into a gateway's correlator, journaled",
+                Signal::Traces,
+                &["correlator"],
+            )
+        },
+        Scenario {
             name: "steady_10k",
             what: "10 000 spans/s for 20 s over 10 000 objects, full pipeline: CPU and resident memory at a steady load",
             signal: Signal::Traces,
@@ -83,8 +97,15 @@ pub fn all() -> Vec<Scenario> {
             batch: 200,
             objects: 10_000,
             routed: false,
+            gateway: false,
         },
     ]
+}
+
+/// Where the `gateway` scenario's correlator keeps its journal; emptied before each
+/// run and removed after it.
+pub fn journal_directory() -> std::path::PathBuf {
+    std::env::temp_dir().join("opscope-bench-journal")
 }
 
 pub fn find(name: &str) -> Option<Scenario> {
@@ -110,6 +131,25 @@ impl Scenario {
         };
         let processors = self.processors.join(", ");
         let max_objects = (self.objects * 2).max(10_000);
+        if self.gateway {
+            let journal = journal_directory();
+            return format!(
+                r#"receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: "127.0.0.1:{grpc_port}", max_recv_msg_size_mib: 64 }}
+processors:
+  correlator: {{ max_objects: {max_objects}, storage: {{ directory: "{journal}" }} }}
+service:
+  pipelines:
+    {pipeline}: {{ receivers: [otlp], processors: [{processors}] }}
+  telemetry:
+    logs: {{ level: warn }}
+    metrics: {{ address: "127.0.0.1:0" }}
+"#,
+                journal = journal.display()
+            );
+        }
         let (exporter, settings) = if self.routed {
             (
                 "loadbalancing",
@@ -164,7 +204,7 @@ mod tests {
         }
         let mut names: Vec<_> = scenarios.iter().map(|s| s.name).collect();
         names.dedup();
-        assert_eq!(names.len(), 6);
+        assert_eq!(names.len(), 7);
         assert!(find("nope").is_none());
     }
 }

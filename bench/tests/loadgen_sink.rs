@@ -26,6 +26,7 @@ fn settings(endpoint: String, signal: Signal, rate: Option<f64>) -> LoadSettings
             pods: 4,
             ..WorkloadConfig::default()
         },
+        tagged: false,
     }
 }
 

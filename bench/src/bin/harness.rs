@@ -101,6 +101,8 @@ impl Collector {
             Collector::Opscope(binary) | Collector::Baseline(binary) => {
                 let config =
                     std::env::temp_dir().join(format!("opscope-bench-{}.yaml", scenario.name));
+                // A gateway starts with an empty journal.
+                let _ = std::fs::remove_dir_all(scenario::journal_directory());
                 std::fs::write(
                     &config,
                     scenario.opscope_config(ports.grpc, ports.http, ports.sink),
@@ -254,6 +256,7 @@ async fn run(
     };
     let mut child = collector.start(scenario, ports)?;
     let result = measure(scenario, collector, args, ceiling, &sink, ports, &mut child).await;
+    let _ = std::fs::remove_dir_all(scenario::journal_directory());
     stop(&mut child).await;
     result
 }
@@ -280,6 +283,7 @@ async fn measure(
         batch: scenario.batch,
         concurrency: args.concurrency,
         workload: scenario.workload(),
+        tagged: scenario.gateway,
     };
     let live = Arc::new(LiveCounts::default());
     let load = tokio::spawn({
@@ -300,12 +304,19 @@ async fn measure(
         rss_samples.push(proc_stats::sample(pid)?.rss_bytes);
     }
     let loaded = load.await??;
-    drain(sink, scenario, loaded.accepted).await;
+    if !scenario.gateway {
+        drain(sink, scenario, loaded.accepted).await;
+    }
     let after = proc_stats::sample(pid)?;
     let sink_after = sink.counts();
     let latencies = sink.take_latencies();
 
-    let received = sink_after.items(scenario.signal) - sink_before.items(scenario.signal);
+    // A gateway sends nothing on: what it accepted is what it took.
+    let received = if scenario.gateway {
+        loaded.accepted - load_before.accepted
+    } else {
+        sink_after.items(scenario.signal) - sink_before.items(scenario.signal)
+    };
     let window_end_nanos = if sink_after.last_arrival > window_start_nanos {
         sink_after.last_arrival
     } else {

@@ -86,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
             padding_attributes: args.padding_attributes,
             seed: args.seed,
         },
+        tagged: false,
     };
     let counts = load::run(
         &settings,

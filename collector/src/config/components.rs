@@ -284,7 +284,7 @@ exporter_types! {
     "loadbalancing" => LoadBalancing(LoadBalancingConfig) {
         build: |name, config, _| LoadBalancingExporter::new(name, config),
         queue: |config| (&config.sending_queue, &config.retry_on_failure),
-        carries: [Traces, Logs],
+        carries: [Encoded<Traces>, Encoded<Logs>],
     }
     "prometheusremotewrite" => RemoteWrite(RemoteWriteConfig) {
         build: |name, config, _| RemoteWriteExporter::new(name, config),

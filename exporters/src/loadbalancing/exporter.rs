@@ -21,6 +21,7 @@ use super::config::LoadBalancingConfig;
 use super::resolver::{DnsResolver, follow};
 use super::ring::Ring;
 use super::routing::encode_parts;
+use super::wire::{self, LOG_RECORDS, RecordLayout, SPANS};
 use crate::batch::{Batch, Encoded};
 use crate::exporter::{Delivery, ExportError, Exporter};
 use crate::otlp::GrpcExporter;
@@ -75,22 +76,64 @@ impl Routing {
     }
 }
 
-/// A batch type the exporter cuts by owner.
+/// A request type the exporter cuts by owner.
 pub trait Routable: Telemetry + ExportService {
+    /// Where its records keep their attributes on the wire.
+    const LAYOUT: RecordLayout;
+
     /// One encoded part per gateway of `ring`, by index, of the records whose key
     /// hash `keep` takes.
     fn encode_parts(&self, ring: &Ring, keep: &dyn Fn(u64) -> bool) -> Vec<Encoded<Self>>;
 }
 
 impl Routable for ExportTraceServiceRequest {
+    const LAYOUT: RecordLayout = SPANS;
+
     fn encode_parts(&self, ring: &Ring, keep: &dyn Fn(u64) -> bool) -> Vec<Encoded<Self>> {
         encode_parts(&self.resource_spans, ring, keep)
     }
 }
 
 impl Routable for ExportLogsServiceRequest {
+    const LAYOUT: RecordLayout = LOG_RECORDS;
+
     fn encode_parts(&self, ring: &Ring, keep: &dyn Fn(u64) -> bool) -> Vec<Encoded<Self>> {
         encode_parts(&self.resource_logs, ring, keep)
+    }
+}
+
+/// A batch to route: decoded (a journal's, handed over) or encoded (what the pipeline
+/// hands OTLP exporters, and the parts of a gateway the ring dropped).
+trait RouteInput<T: Routable> {
+    fn parts(
+        &self,
+        ring: &Ring,
+        keep: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<Encoded<T>>, ExportError>;
+}
+
+impl<T: Routable> RouteInput<T> for T {
+    fn parts(
+        &self,
+        ring: &Ring,
+        keep: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<Encoded<T>>, ExportError> {
+        Ok(self.encode_parts(ring, keep))
+    }
+}
+
+impl<T: Routable> RouteInput<T> for Encoded<T> {
+    fn parts(
+        &self,
+        ring: &Ring,
+        keep: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<Encoded<T>>, ExportError> {
+        let parts = wire::split(&self.bytes(), T::LAYOUT, ring, keep)
+            .map_err(|error| ExportError::permanent(error.to_string()))?;
+        Ok(parts
+            .into_iter()
+            .map(|(bytes, records)| Encoded::concatenated(bytes, records))
+            .collect())
     }
 }
 
@@ -188,7 +231,7 @@ impl LoadBalancingExporter {
     /// pass or the retries run out.
     async fn deliver<T: Routable>(
         &self,
-        batch: &T,
+        batch: &(dyn RouteInput<T> + Sync),
         selection: Selection<'_>,
     ) -> Result<Delivery, ExportError> {
         let started = Instant::now();
@@ -258,7 +301,7 @@ impl LoadBalancingExporter {
     fn route<T: Routable>(
         &self,
         routing: &Routing,
-        unrouted: Option<&T>,
+        unrouted: Option<&(dyn RouteInput<T> + Sync)>,
         pending: Vec<(String, Encoded<T>)>,
         selection: Selection<'_>,
     ) -> Result<Vec<(String, Encoded<T>)>, ExportError> {
@@ -268,15 +311,18 @@ impl LoadBalancingExporter {
             if routing.gateways.contains_key(&endpoint) {
                 pieces.push((endpoint, piece));
             } else {
-                orphaned.push(T::from_record(&piece.bytes()).map_err(ExportError::permanent)?);
+                orphaned.push(piece);
             }
         }
         if routing.ring.is_empty() {
             // Kept for when the resolver finds a gateway.
             return Ok(pieces);
         }
-        for batch in unrouted.into_iter().chain(&orphaned) {
-            let parts = batch.encode_parts(&routing.ring, &|key| selection.keeps(key));
+        let orphaned = orphaned
+            .iter()
+            .map(|piece| piece as &(dyn RouteInput<T> + Sync));
+        for batch in unrouted.into_iter().chain(orphaned) {
+            let parts = batch.parts(&routing.ring, &|key| selection.keeps(key))?;
             for (endpoint, encoded) in routing.ring.endpoints().zip(parts) {
                 if encoded.items() == 0 || selection.not_to == Some(endpoint) {
                     continue;
@@ -336,14 +382,8 @@ impl Drop for LoadBalancingExporter {
     }
 }
 
-impl Exporter<ExportTraceServiceRequest> for LoadBalancingExporter {
-    async fn export(&self, batch: &ExportTraceServiceRequest) -> Result<Delivery, ExportError> {
-        self.deliver(batch, Selection::ALL).await
-    }
-}
-
-impl Exporter<ExportLogsServiceRequest> for LoadBalancingExporter {
-    async fn export(&self, batch: &ExportLogsServiceRequest) -> Result<Delivery, ExportError> {
+impl<T: Routable> Exporter<Encoded<T>> for LoadBalancingExporter {
+    async fn export(&self, batch: &Encoded<T>) -> Result<Delivery, ExportError> {
         self.deliver(batch, Selection::ALL).await
     }
 }
@@ -446,7 +486,7 @@ mod tests {
             Arc::new(LoadBalancingExporter::new("loadbalancing", &config).expect("built"));
 
         let sending = Arc::clone(&exporter);
-        let delivery = tokio::spawn(async move { sending.export(&spans(40)).await });
+        let delivery = tokio::spawn(async move { sending.export(&Encoded::new(&spans(40))).await });
         tokio::time::sleep(Duration::from_millis(200)).await;
         {
             let mut routing = exporter.routing.write().expect("routing");
