@@ -45,8 +45,20 @@ pub struct WireError(&'static str);
 /// included) and, when length-delimited, its payload.
 struct Field<'a> {
     number: u32,
+    length_delimited: bool,
     whole: &'a [u8],
     payload: &'a [u8],
+}
+
+impl<'a> Field<'a> {
+    /// The payload of a field that must hold a message.
+    fn message(&self) -> Result<&'a [u8], WireError> {
+        if self.length_delimited {
+            Ok(self.payload)
+        } else {
+            Err(WireError("a message field of another wire type"))
+        }
+    }
 }
 
 /// The fields of a message, in order.
@@ -90,7 +102,8 @@ impl<'a> Fields<'a> {
         let (key, key_len) = read_varint(bytes)?;
         let number = u32::try_from(key >> 3).map_err(|_| WireError("a field number too large"))?;
         let after_key = bytes.get(key_len..).unwrap_or_default();
-        let (header, payload_len) = match (key & 7) as u8 {
+        let wire_type = (key & 7) as u8;
+        let (header, payload_len) = match wire_type {
             VARINT => (read_varint(after_key)?.1, 0),
             FIXED64 => (0, 8),
             FIXED32 => (0, 4),
@@ -113,6 +126,7 @@ impl<'a> Fields<'a> {
         self.rest = bytes.get(end..).unwrap_or_default();
         Ok(Field {
             number,
+            length_delimited: wire_type == LENGTH_DELIMITED,
             whole,
             payload,
         })
@@ -227,19 +241,20 @@ pub fn split(
         if resource_container.number != 1 {
             continue;
         }
+        let resource_payload = resource_container.message()?;
         // Its other fields, before and after its scope containers, so that a part
         // keeps the order of the fields.
         let (mut before, mut after): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
         let mut pod = ["", ""];
         scopes.clear();
         records.clear();
-        for field in fields(resource_container.payload) {
+        for field in fields(resource_payload) {
             let field = field?;
             match field.number {
                 0 | 1 => {
                     if field.number == 1 {
                         pod = string_attributes(
-                            field.payload,
+                            field.message()?,
                             1,
                             [K8S_NAMESPACE_NAME, K8S_POD_NAME],
                         )?;
@@ -250,19 +265,20 @@ pub fn split(
                 _ => after.push(field.whole),
             }
         }
-        for scope_container in fields(resource_container.payload) {
+        for scope_container in fields(resource_payload) {
             let scope_container = scope_container?;
             if scope_container.number != 2 {
                 continue;
             }
+            let scope_payload = scope_container.message()?;
             let scope = scopes.len();
             let mut scope_fields = ScopeFields::default();
-            for field in fields(scope_container.payload) {
+            for field in fields(scope_payload) {
                 let field = field?;
                 match field.number {
                     0 | 1 => scope_fields.before.push(field.whole),
                     2 => {
-                        let key = record_key(field.payload, layout, pod)?;
+                        let key = record_key(field.message()?, layout, pod)?;
                         if keep(key) {
                             records.push((ring.owner(key).unwrap_or(0), scope, field.whole));
                         }
@@ -491,6 +507,36 @@ mod tests {
         );
         let only = split(&bytes, LOG_RECORDS, &ring, &|key| key == w7).unwrap();
         assert_eq!(only.iter().map(|(_, records)| records).sum::<usize>(), 1);
+    }
+
+    proptest::proptest! {
+        /// Damaged requests (as the fuzz target `loadbalancing_wire` feeds them):
+        /// never a panic; a cut gives parts that decode, with every record that the
+        /// request decodes into.
+        #[test]
+        fn a_damaged_request_is_refused_or_cut_whole(
+            flips in proptest::collection::vec((0usize..4096, 0u8..=255), 0..6),
+            cut_at in 0usize..4096,
+        ) {
+            let mut bytes = traces().encode_to_vec();
+            for (at, byte) in flips {
+                let len = bytes.len();
+                bytes[at % len] = byte;
+            }
+            bytes.truncate(cut_at.max(bytes.len() / 2));
+            if let Ok(parts) = split(&bytes, SPANS, &ring(), &|_| true) {
+                let mut records = 0;
+                for (part, count) in &parts {
+                    let decoded = ExportTraceServiceRequest::decode(&part[..]);
+                    proptest::prop_assert!(decoded.is_ok());
+                    proptest::prop_assert_eq!(decoded.unwrap().item_count(), *count);
+                    records += count;
+                }
+                if let Ok(whole) = ExportTraceServiceRequest::decode(&bytes[..]) {
+                    proptest::prop_assert_eq!(records, whole.item_count());
+                }
+            }
+        }
     }
 
     #[test]
