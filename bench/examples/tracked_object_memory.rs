@@ -1,7 +1,9 @@
 //! Heap bytes the correlator holds per tracked object at a steady load: 10 000
 //! objects' reconcile traces (the harness's `steady_10k` workload, 10 000 spans per
 //! second of event time for 30 s) tagged and correlated in process, then the
-//! correlator dropped and the bytes it freed counted.
+//! correlator dropped and the bytes it freed counted. And per idle object: the same
+//! load, then five minutes of event time without events (past every detector's
+//! window, short of the idle expiry), as most of a big cluster's objects are.
 //!
 //! `cargo run --release -p opscope-bench --example tracked_object_memory`
 //!
@@ -48,6 +50,16 @@ const SECONDS: u64 = 30;
 const REQUESTS_PER_SECOND: u64 = 50;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (tracked, busy) = measure(false)?;
+    println!("{tracked} tracked objects at a steady load: {busy} bytes per object");
+    let (tracked, idle) = measure(true)?;
+    println!("{tracked} tracked objects idle for five minutes: {idle} bytes per object");
+    Ok(())
+}
+
+/// Tracked objects and the bytes the correlator held per object, after the load or,
+/// with `idle`, five minutes of event time after it.
+fn measure(idle: bool) -> Result<(usize, usize), Box<dyn std::error::Error>> {
     let start = opscope_model::timestamp::now_unix_nanos();
     let config = WorkloadConfig {
         objects: OBJECTS,
@@ -68,14 +80,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         correlator.advance(correlator.watermark());
     }
+    if idle {
+        correlator.advance(correlator.watermark() + 5 * 60 * 1_000_000_000);
+    }
     let tracked = correlator.stats().tracked_objects;
     let before = LIVE.load(Ordering::Relaxed);
     drop(correlator);
     let held = before.saturating_sub(LIVE.load(Ordering::Relaxed));
-    println!(
-        "{tracked} tracked objects, {} KiB held by the correlator, {} bytes per object",
-        held / 1024,
-        held / tracked.max(1)
-    );
-    Ok(())
+    Ok((tracked, held / tracked.max(1)))
 }
