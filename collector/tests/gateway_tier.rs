@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::audit::{deletion_by_person, event_list, rfc3339};
 use common::{Opscope, OtlpSink, Ports, RssSampler, free_port, http_post, wait_until};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
@@ -234,10 +235,6 @@ fn now_nanos() -> u64 {
         .map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }
 
-fn rfc3339(nanos: u64) -> String {
-    humantime::format_rfc3339_micros(UNIX_EPOCH + Duration::from_nanos(nanos)).to_string()
-}
-
 /// `kubectl delete rayjob eval` by a person: the object stays, held by its finalizer,
 /// and no operator record ever mentions it: the audit event is its only evidence.
 fn deletion_held_by_finalizer(time: u64) -> Vec<u8> {
@@ -252,24 +249,7 @@ fn deletion_held_by_finalizer(time: u64) -> Vec<u8> {
         },
         "spec": {"entrypoint": "python /home/ray/eval.py"}
     });
-    let event = json!({
-        "level": "RequestResponse",
-        "auditID": "c3d4e5f6-a7b8-4c9d-8e0f-2a3b4c5d6e7f",
-        "stage": "ResponseComplete",
-        "requestURI": "/apis/ray.io/v1/namespaces/ml/rayjobs/eval",
-        "verb": "delete",
-        "user": {"username": "kubernetes-admin", "groups": ["kubeadm:cluster-admins", "system:authenticated"]},
-        "sourceIPs": ["192.168.49.1"],
-        "userAgent": "kubectl/v1.30.1 (linux/amd64) kubernetes/9befeb3",
-        "objectRef": {"resource": "rayjobs", "namespace": "ml", "name": "eval", "apiGroup": "ray.io", "apiVersion": "v1"},
-        "responseStatus": {"metadata": {}, "code": 200},
-        "requestObject": {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", "propagationPolicy": "Background"},
-        "responseObject": object,
-        "requestReceivedTimestamp": rfc3339(time - 3_000_000),
-        "stageTimestamp": rfc3339(time),
-    });
-    let list = json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": [event]});
-    serde_json::to_vec(&list).expect("JSON")
+    event_list(vec![deletion_by_person("eval", object, time)])
 }
 
 fn post_audit(webhook: &str, body: &[u8]) {
@@ -479,12 +459,17 @@ impl Tier {
         fs::write(hosts, text).expect("rewrite the hosts file");
     }
 
-    fn start_gateway(&mut self, index: usize) {
+    /// Gateway `index`'s config, its journal in a directory of its own.
+    fn config_of_gateway(&self, index: usize) -> String {
         let journal = self
             .files
             .as_ref()
             .map(|root| root.path().join(format!("gateway-{index}")));
-        let config = gateway_config(&self.gateways[index], &self.membership, journal.as_deref());
+        gateway_config(&self.gateways[index], &self.membership, journal.as_deref())
+    }
+
+    fn start_gateway(&mut self, index: usize) {
+        let config = self.config_of_gateway(index);
         let hosts = self.hosts.clone();
         self.gateways[index].start(&config, hosts.as_deref());
     }
@@ -577,12 +562,28 @@ impl Tier {
     }
 
     /// `kill -9` of gateway `index`, and the same gateway started again `down` later.
+    /// Started up to three times: while it was down, another test of this binary may
+    /// have taken one of its loopback ports for a moment.
     fn kill_and_restart(&mut self, index: usize, down: Duration) {
         if let Some(mut opscope) = self.gateways[index].opscope.take() {
             opscope.kill();
         }
         thread::sleep(down);
-        self.start_gateway(index);
+        let config = self.config_of_gateway(index);
+        let health = self.gateways[index].ports.health_addr();
+        for attempt in 1..=3 {
+            match Opscope::try_start(&config, &health) {
+                Ok(opscope) => {
+                    self.gateways[index].opscope = Some(opscope);
+                    return;
+                }
+                Err(why) if attempt < 3 => {
+                    eprintln!("gateway {index} did not start again, attempt {attempt}: {why}");
+                    thread::sleep(Duration::from_millis(200));
+                }
+                Err(why) => panic!("gateway {index} did not start again: {why}"),
+            }
+        }
     }
 
     fn tier_firing(&self) -> BTreeSet<SignalKey> {

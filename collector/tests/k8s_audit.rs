@@ -8,6 +8,7 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::audit::{deletion_by_person, event_list, rfc3339};
 use common::{Behaviour, Opscope, OtlpSink, Ports, free_port, http_get, http_post, wait_until};
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -88,10 +89,6 @@ fn now_nanos() -> u64 {
         .duration_since(UNIX_EPOCH)
         .expect("clock after 1970")
         .as_nanos() as u64
-}
-
-fn rfc3339(nanos: u64) -> String {
-    humantime::format_rfc3339_micros(UNIX_EPOCH + Duration::from_nanos(nanos)).to_string()
 }
 
 fn user(username: &str, pod: &str) -> Value {
@@ -183,22 +180,7 @@ fn delete_held_by_finalizer(time: u64) -> Value {
     let mut object = ray_job(48_500, &rfc3339(time));
     object["metadata"]["name"] = json!("eval");
     object["metadata"]["deletionTimestamp"] = json!(rfc3339(time));
-    json!({
-        "level": "RequestResponse",
-        "auditID": "c3d4e5f6-a7b8-4c9d-8e0f-2a3b4c5d6e7f",
-        "stage": "ResponseComplete",
-        "requestURI": "/apis/ray.io/v1/namespaces/ml/rayjobs/eval",
-        "verb": "delete",
-        "user": {"username": "kubernetes-admin", "groups": ["kubeadm:cluster-admins", "system:authenticated"]},
-        "sourceIPs": ["192.168.49.1"],
-        "userAgent": "kubectl/v1.30.1 (linux/amd64) kubernetes/9befeb3",
-        "objectRef": {"resource": "rayjobs", "namespace": "ml", "name": "eval", "apiGroup": "ray.io", "apiVersion": "v1"},
-        "responseStatus": {"metadata": {}, "code": 200},
-        "requestObject": {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", "propagationPolicy": "Background"},
-        "responseObject": object,
-        "requestReceivedTimestamp": rfc3339(time - 3_000_000),
-        "stageTimestamp": rfc3339(time),
-    })
+    deletion_by_person("eval", object, time)
 }
 
 /// Events the default filters leave out: a person's request and a lease renewal.
@@ -209,11 +191,6 @@ fn filtered_out(time: u64) -> Vec<Value> {
     lease["objectRef"] = json!({"resource": "leases", "namespace": "ray-system",
         "name": "ray-operator-leader", "apiGroup": "coordination.k8s.io", "apiVersion": "v1"});
     vec![admin, lease]
-}
-
-fn event_list(items: Vec<Value>) -> Vec<u8> {
-    let list = json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": items});
-    serde_json::to_vec(&list).expect("JSON")
 }
 
 fn gzip(body: &[u8]) -> Vec<u8> {

@@ -26,6 +26,28 @@ impl Opscope {
         opscope
     }
 
+    /// Like [`Self::start`], but an agent that exits before it is ready is an error
+    /// carrying what it printed, for a test that may start it again.
+    pub fn try_start(config: &str, health_addr: &str) -> Result<Self, String> {
+        let mut opscope = Self::spawn(config);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = opscope.child.try_wait().expect("poll the opscope process") {
+                return Err(format!("exited with {status}:\n{}", opscope.logs()));
+            }
+            if http_get(health_addr, "/readyz").is_ok_and(|response| response.status == 200) {
+                return Ok(opscope);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "not ready within {READY_TIMEOUT:?}:\n{}",
+                    opscope.logs()
+                ));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Starts `opscope run -c` on `config` without waiting for it to become ready.
     pub fn spawn(config: &str) -> Self {
         let dir = tempfile::tempdir().expect("create a temp dir");

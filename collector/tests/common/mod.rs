@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses its own subset of the harness
 
 mod agent;
+pub mod audit;
 mod http;
 mod requests;
 mod resident;

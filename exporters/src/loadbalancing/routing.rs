@@ -253,7 +253,7 @@ impl<'a, R: ResourceContainer> Part<'a, R> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use opscope_model::attributes::set_str;
     use opscope_proto::prost::Message;
 
@@ -291,7 +291,8 @@ mod tests {
         }
     }
 
-    fn pod(name: &str) -> Resource {
+    /// The resource of operator pod `name` in namespace `operators`.
+    pub(crate) fn pod(name: &str) -> Resource {
         let mut attributes = Vec::new();
         set_str(&mut attributes, K8S_NAMESPACE_NAME, "operators");
         set_str(&mut attributes, K8S_POD_NAME, name);

@@ -377,25 +377,15 @@ mod tests {
     use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
     use opscope_proto::otlp::common::v1::InstrumentationScope;
     use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-    use opscope_proto::otlp::resource::v1::Resource;
     use opscope_proto::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span};
     use opscope_proto::prost::Message;
 
     use super::*;
+    use crate::loadbalancing::routing::tests::pod;
     use crate::loadbalancing::routing::{encode_logs, encode_traces};
 
     fn ring() -> Ring {
         Ring::new(&["10.0.0.5:4317", "10.0.0.6:4317", "10.0.0.7:4317"])
-    }
-
-    fn pod(name: &str) -> Resource {
-        let mut attributes = Vec::new();
-        set_str(&mut attributes, K8S_NAMESPACE_NAME, "operators");
-        set_str(&mut attributes, K8S_POD_NAME, name);
-        Resource {
-            attributes,
-            ..Resource::default()
-        }
     }
 
     fn span(object: Option<&str>, i: usize) -> Span {
