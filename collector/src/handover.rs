@@ -30,19 +30,46 @@ pub fn start(
     endpoint: String,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
+    let endpoint = canonical(&endpoint);
     tokio::spawn(async move {
         let mut rings = exporter.rings();
         // The ring at start is the one the agents route by already.
-        rings.mark_unchanged();
+        let mut known = rings.borrow_and_update().endpoints().any(|e| e == endpoint);
+        let mut warned = false;
         loop {
             tokio::select! {
                 changed = rings.changed() => if changed.is_err() { return },
                 () = stop.cancelled() => return,
             }
             let ring = rings.borrow_and_update().clone();
+            known |= ring.endpoints().any(|e| e == endpoint);
+            // A gateway never seen on the ring has a wrong `endpoint`: it would let go
+            // of everything it holds at every change.
+            if !known {
+                if !warned {
+                    tracing::warn!(processor = %name, %endpoint, gateways = ?ring.endpoints().collect::<Vec<_>>(),
+                        "correlator: handover.endpoint is not among the gateways resolved; no hand-over until it is");
+                    warned = true;
+                }
+                continue;
+            }
             hand_over(&name, &correlator, &exporter, &endpoint, &ring).await;
         }
     })
+}
+
+/// `endpoint` as the resolver writes a gateway: an IPv6 address in brackets
+/// (`fd00::5:4317` from `${env:POD_IP}:4317` is `[fd00::5]:4317`).
+fn canonical(endpoint: &str) -> String {
+    if let Ok(address) = endpoint.parse::<std::net::SocketAddr>() {
+        return address.to_string();
+    }
+    match endpoint.rsplit_once(':') {
+        Some((host, port)) if host.contains(':') && !host.starts_with('[') => {
+            format!("[{host}]:{port}")
+        }
+        _ => endpoint.to_string(),
+    }
 }
 
 async fn hand_over(
@@ -110,4 +137,17 @@ fn mark(resource: &mut Option<Resource>) {
         HANDED_OVER,
         Value::BoolValue(true),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical;
+
+    #[test]
+    fn an_endpoint_is_written_as_the_resolver_writes_gateways() {
+        assert_eq!(canonical("10.0.0.5:4317"), "10.0.0.5:4317");
+        assert_eq!(canonical("fd00::5:4317"), "[fd00::5]:4317");
+        assert_eq!(canonical("[fd00::5]:4317"), "[fd00::5]:4317");
+        assert_eq!(canonical("gateway-0:4317"), "gateway-0:4317");
+    }
 }
