@@ -217,17 +217,22 @@ impl SegmentLog {
         if full || self.writer.is_none() {
             self.start_segment(full)?;
         }
-        let mut frame = Vec::with_capacity(payload.len() + HEADER as usize);
-        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-        frame.extend_from_slice(payload);
+        let mut header = [0u8; HEADER as usize];
+        let (length, checksum) = header.split_at_mut(4);
+        length.copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        checksum.copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
         let (Some(writer), Some(segment)) = (self.writer.as_mut(), self.segments.back_mut()) else {
             return Err(LogError::Io {
                 path: self.dir.clone(),
                 source: io::Error::other("no segment open for writing"),
             });
         };
-        let written = writer.write_all(&frame).and_then(|()| writer.flush());
+        // Header and payload written apart: the payload is not copied into a frame.
+        // A crash between the two leaves a torn frame, which recovery cuts off.
+        let written = writer
+            .write_all(&header)
+            .and_then(|()| writer.write_all(payload))
+            .and_then(|()| writer.flush());
         if let Err(source) = written {
             // A partial frame may be on disk: cut it off so the segment stays readable.
             let _ = writer.set_len(segment.bytes);
@@ -237,7 +242,7 @@ impl SegmentLog {
                 source,
             });
         }
-        segment.bytes += frame.len() as u64;
+        segment.bytes += HEADER + payload.len() as u64;
         segment.records += 1;
         let sequence = self.next_sequence;
         self.next_sequence += 1;

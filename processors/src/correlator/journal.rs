@@ -23,13 +23,14 @@ use opscope_proto::prost::Message;
 use opscope_storage::{Fsync, LogError, SegmentLog};
 use serde::Deserialize;
 
+/// The largest record buffer kept between batches.
+const SCRATCH_KEPT: usize = 4 << 20;
 /// Segments of a few MiB (a quarter of the journal at most): the front is dropped a
 /// segment at a time.
 const SEGMENT_BYTES: u64 = 8 << 20;
 /// A process killed loses nothing already written (the page cache outlives it); a
 /// machine that fails loses at most this much.
 const FSYNC_INTERVAL: Duration = Duration::from_secs(1);
-const HEADER: usize = 9;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,6 +87,8 @@ pub struct Journal {
     retention: Nanos,
     max_bytes: u64,
     stats: JournalStats,
+    /// The record being written; its capacity stays, bounded by the largest batch.
+    scratch: Vec<u8>,
 }
 
 impl Journal {
@@ -112,6 +115,7 @@ impl Journal {
             retention: u64::try_from(retention.as_nanos()).unwrap_or(u64::MAX),
             max_bytes,
             stats: JournalStats::default(),
+            scratch: Vec::new(),
         };
         let oldest = now.saturating_sub(journal.retention);
         let mut batches = Vec::new();
@@ -145,11 +149,19 @@ impl Journal {
 
     /// Appends `batch`, taken at `now`, and drops what has aged out or overflows.
     pub fn append<T: Telemetry>(&mut self, batch: &T, now: Nanos) {
-        let mut record = Vec::with_capacity(HEADER + batch.encoded_len());
+        // One buffer for every record: a batch's encoding is large, and a new one each
+        // time cost more than the encoding.
+        let record = &mut self.scratch;
+        record.clear();
         record.push(kind_byte(T::KIND));
         record.extend_from_slice(&now.to_le_bytes());
-        batch.encode_request_into(&mut record);
-        match self.log.append(&record) {
+        batch.encode_request_into(record);
+        let appended = self.log.append(record);
+        if record.capacity() > SCRATCH_KEPT {
+            // One very large batch does not hold its size for good.
+            *record = Vec::new();
+        }
+        match appended {
             Ok(sequence) => {
                 self.kept.push_back((sequence, now));
                 self.stats.appended += 1;
