@@ -35,6 +35,9 @@ pub fn start(
         let mut rings = exporter.rings();
         // The ring at start is the one the agents route by already.
         let mut known = rings.borrow_and_update().endpoints().any(|e| e == endpoint);
+        if known {
+            own_by(&correlator, &rings.borrow(), &endpoint);
+        }
         let mut warned = false;
         loop {
             tokio::select! {
@@ -53,9 +56,18 @@ pub fn start(
                 }
                 continue;
             }
+            own_by(&correlator, &ring, &endpoint);
             hand_over(&name, &correlator, &exporter, &endpoint, &ring).await;
         }
     })
+}
+
+/// Tells the correlator which objects are its own now: those `ring` gives `endpoint`.
+fn own_by(correlator: &SharedCorrelator, ring: &Ring, endpoint: &str) {
+    let (ring, endpoint) = (ring.clone(), endpoint.to_string());
+    correlator.own(Arc::new(move |key| {
+        ring.owner_endpoint(object_key_hash(key)) == Some(endpoint.as_str())
+    }));
 }
 
 /// `endpoint` as the resolver writes a gateway: an IPv6 address in brackets

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
 use opscope_model::Telemetry;
@@ -31,7 +31,12 @@ pub struct SharedCorrelator {
     lateness: u64,
     future_events: Arc<AtomicU64>,
     journal: Option<Arc<Mutex<Journal>>>,
+    /// Which objects this correlator owns, once a gateway's ring says so.
+    ownership: Arc<RwLock<Option<Ownership>>>,
 }
+
+/// Whether the object of a key is this correlator's (a gateway's, by its ring).
+pub type Ownership = Arc<dyn Fn(&ObjectKey) -> bool + Send + Sync>;
 
 impl SharedCorrelator {
     /// A correlator that keeps no journal, whatever `config.storage` says.
@@ -42,6 +47,7 @@ impl SharedCorrelator {
             sink,
             future_events: Arc::default(),
             journal: None,
+            ownership: Arc::default(),
         }
     }
 
@@ -196,7 +202,30 @@ impl SharedCorrelator {
         }
     }
 
-    fn emit(&self, signals: Vec<Signal>) {
+    /// From now on, a `resolved` of an object `owns` says no to is not sent: records
+    /// still routed here by agents that have not resolved the new ring yet may make
+    /// an object this gateway let go fire again here (one duplicate `firing`), and
+    /// its end must not resolve what the new owner keeps firing.
+    pub fn own(&self, owns: Ownership) {
+        *self
+            .ownership
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(owns);
+    }
+
+    fn emit(&self, mut signals: Vec<Signal>) {
+        if let Some(owns) = self
+            .ownership
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            signals.retain(|signal| {
+                signal.state != SignalState::Resolved
+                    || !signal.object.is_known()
+                    || owns(&signal.object.key())
+            });
+        }
         if !signals.is_empty() {
             (self.sink)(signals);
         }

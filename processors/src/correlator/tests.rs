@@ -391,3 +391,46 @@ fn handed_over_events_are_taken_whatever_their_age_and_released_objects_go_quiet
         "no resolve for an object let go"
     );
 }
+
+/// A gateway that let an object go may see it fire again from records still routed
+/// to it; the end of that must not resolve what the object's new owner keeps firing.
+#[test]
+fn a_correlator_does_not_resolve_what_it_does_not_own() {
+    use std::sync::{Arc, Mutex};
+
+    use super::SharedCorrelator;
+
+    let sent: Arc<Mutex<Vec<Signal>>> = Arc::default();
+    let sink = {
+        let sent = Arc::clone(&sent);
+        Arc::new(move |signals: Vec<Signal>| sent.lock().unwrap().extend(signals))
+    };
+    let correlator = SharedCorrelator::new(CorrelatorConfig::default(), sink);
+    correlator.own(Arc::new(|key| key.name != "stuck"));
+    let deleting = |name: &str| {
+        Ev::state(name, secs(0))
+            .deleting(secs(0))
+            .finalizers(&["example.com/cleanup"])
+            .into()
+    };
+    correlator.observe(vec![deleting("stuck"), deleting("mine")]);
+    // The wall clock the live agent ticks with: event time trails it by the lateness.
+    correlator.tick(secs(6 * 60) + secs(CorrelatorConfig::default().lateness.as_secs()));
+    correlator.observe(vec![
+        Ev::state("stuck", secs(6 * 60 + 1)).finalizers(&[]).into(),
+        Ev::state("mine", secs(6 * 60 + 1)).finalizers(&[]).into(),
+    ]);
+    let sent = sent.lock().unwrap();
+    let states = |name: &str| -> Vec<SignalState> {
+        sent.iter()
+            .filter(|signal| signal.object.name == name)
+            .map(|signal| signal.state)
+            .collect()
+    };
+    assert_eq!(states("mine"), [SignalState::Firing, SignalState::Resolved]);
+    assert_eq!(
+        states("stuck"),
+        [SignalState::Firing],
+        "fired, never resolved here"
+    );
+}
