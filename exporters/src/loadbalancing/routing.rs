@@ -25,19 +25,35 @@ use crate::batch::Encoded;
 /// The routing key hash of a record with these attributes, sent by `resource`.
 pub fn record_key(attributes: &[KeyValue], resource: Option<&Resource>) -> u64 {
     let text = |key| get_str(attributes, key).unwrap_or_default();
+    let resource = resource.map_or(&[][..], |resource| &resource.attributes);
+    let pod = |key| get_str(resource, key).unwrap_or_default();
+    key_of(
+        [
+            text(OBJECT_KIND),
+            text(OBJECT_RESOURCE),
+            text(OBJECT_NAMESPACE),
+            text(OBJECT_NAME),
+        ],
+        [pod(K8S_NAMESPACE_NAME), pod(K8S_POD_NAME)],
+    )
+}
+
+/// The routing key hash of a record naming `[kind, resource, namespace, name]`, sent
+/// by the pod `[namespace, name]`: its object's, or its pod's when it names none.
+pub(crate) fn key_of(object: [&str; 4], pod: [&str; 2]) -> u64 {
+    let [kind, resource, namespace, name] = object;
     let object = ObjectRef {
-        kind: text(OBJECT_KIND).into(),
-        resource: text(OBJECT_RESOURCE).into(),
-        namespace: text(OBJECT_NAMESPACE).into(),
-        name: text(OBJECT_NAME).into(),
+        kind: kind.into(),
+        resource: resource.into(),
+        namespace: namespace.into(),
+        name: name.into(),
         ..ObjectRef::default()
     };
     if object.is_known() {
         return object_key_hash(&object.key());
     }
-    let resource = resource.map_or(&[][..], |resource| &resource.attributes);
-    let pod = |key| get_str(resource, key).unwrap_or_default();
-    key_hash(["pod", pod(K8S_NAMESPACE_NAME), pod(K8S_POD_NAME)])
+    let [pod_namespace, pod_name] = pod;
+    key_hash(["pod", pod_namespace, pod_name])
 }
 
 /// The routing key hash of an object, as the correlator keys it.

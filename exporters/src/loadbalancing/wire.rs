@@ -9,13 +9,12 @@
 //! of a record are never changed. A request that is not well-formed protobuf is
 //! refused whole, as decoding it would have been.
 
-use opscope_model::kubernetes::ObjectRef;
 use opscope_model::semconv::{
     K8S_NAMESPACE_NAME, K8S_POD_NAME, OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE, OBJECT_RESOURCE,
 };
 
-use super::ring::{Ring, key_hash};
-use super::routing::object_key_hash;
+use super::ring::Ring;
+use super::routing::key_of;
 
 /// Where a request's records keep their attributes: spans in field 9, log records in
 /// field 6; both containers hold their records in field 2 of the scope container.
@@ -191,22 +190,12 @@ fn leading_key(key_value: &[u8]) -> Option<&[u8]> {
 /// The routing key hash of a record (its bytes), sent by the resource whose pod
 /// names are `pod`: the same as [`super::routing::record_key`] of it decoded.
 fn record_key(record: &[u8], layout: RecordLayout, pod: [&str; 2]) -> Result<u64, WireError> {
-    let [kind, resource, namespace, name] = string_attributes(
+    let object = string_attributes(
         record,
         layout.attributes_field,
         [OBJECT_KIND, OBJECT_RESOURCE, OBJECT_NAMESPACE, OBJECT_NAME],
     )?;
-    let object = ObjectRef {
-        kind: kind.into(),
-        resource: resource.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        ..ObjectRef::default()
-    };
-    if object.is_known() {
-        return Ok(object_key_hash(&object.key()));
-    }
-    Ok(key_hash(["pod", pod[0], pod[1]]))
+    Ok(key_of(object, pod))
 }
 
 /// A scope container being cut: its other fields, before and after its records.
@@ -381,6 +370,9 @@ mod tests {
     use opscope_proto::prost::Message;
 
     use super::*;
+    use opscope_model::kubernetes::ObjectRef;
+
+    use crate::loadbalancing::routing::object_key_hash;
     use crate::loadbalancing::routing::tests::pod;
     use crate::loadbalancing::routing::{encode_logs, encode_traces};
 
