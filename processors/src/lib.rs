@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod correlator;
+pub mod cumulative;
 pub mod memory_limiter;
 pub mod operator_metrics;
 #[cfg(test)]

@@ -12,8 +12,9 @@
 //! took is remembered only once its metrics were handed on ([`OperatorMetrics::commit`]),
 //! so a batch tried again is not counted twice.
 //!
-//! The sums and histograms are deltas; their attributes are already the label names
-//! the dashboards read (`operator_name`, `k8s_namespace`, `controller`, `kind`,
+//! The sums and histograms are cumulative by default (running totals, which
+//! Prometheus's OTLP endpoint needs), or the deltas of each batch with `temporality:
+//! delta`; their attributes are already the label names the dashboards read (`operator_name`, `k8s_namespace`, `controller`, `kind`,
 //! `result`; `resource`, `subresource`, `verb`, `code`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -31,6 +32,7 @@ use opscope_proto::otlp::metrics::v1::{
 use serde::Deserialize;
 
 use crate::correlator::events::{Event, ObjectEvent, ObjectEventKind, Outcome, Reconcile, Write};
+use crate::cumulative::{PendingTotals, Totals};
 
 pub const RECONCILES: &str = "opscope_reconcile";
 pub const RECONCILE_DURATION: &str = "opscope_reconcile_duration_seconds";
@@ -47,10 +49,24 @@ pub const SCOPE: &str = "opscope/operator_metrics";
 /// Reconcile ids remembered; the oldest is forgotten first.
 const REMEMBERED_RECONCILES: usize = 65_536;
 
-/// The `operator_metrics` connector's settings: none yet.
+/// The `operator_metrics` connector's settings.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OperatorMetricsConfig {}
+pub struct OperatorMetricsConfig {
+    #[serde(default)]
+    pub temporality: Temporality,
+}
+
+/// How the derived sums and histograms are sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Temporality {
+    /// Running totals since the series was first seen.
+    #[default]
+    Cumulative,
+    /// What each batch adds.
+    Delta,
+}
 
 impl Validate for OperatorMetricsConfig {
     fn validate(&self) -> Result<(), FieldError> {
@@ -65,11 +81,14 @@ pub struct Seen {
     pub timed: bool,
 }
 
-/// The derivation's state: the reconciles counted or timed recently, by id.
+/// The derivation's state: the reconciles counted or timed recently, by id, and the
+/// running totals when they are sent cumulative.
 #[derive(Debug, Default)]
 pub struct OperatorMetrics {
     seen: HashMap<Arc<str>, Seen>,
     order: VecDeque<Arc<str>>,
+    /// `None` (as `default()` has it): deltas.
+    totals: Option<Totals>,
 }
 
 /// The metrics of a batch's events, and what to remember of its reconciles once
@@ -79,9 +98,17 @@ pub struct Derived {
     /// `None` when the events say nothing countable.
     pub request: Option<ExportMetricsServiceRequest>,
     marks: Vec<(Arc<str>, Seen)>,
+    totals: PendingTotals,
 }
 
 impl OperatorMetrics {
+    pub fn new(config: &OperatorMetricsConfig) -> Self {
+        Self {
+            totals: (config.temporality == Temporality::Cumulative).then(Totals::default),
+            ..Self::default()
+        }
+    }
+
     fn get(&self, id: &str) -> Seen {
         self.seen.get(id).copied().unwrap_or_default()
     }
@@ -111,14 +138,23 @@ impl OperatorMetrics {
                 ObjectEventKind::State(_) | ObjectEventKind::Gone => {}
             }
         }
+        let mut request = points.into_request();
+        let totals = match (&self.totals, request.as_mut()) {
+            (Some(totals), Some(request)) => totals.accumulate(request),
+            _ => PendingTotals::default(),
+        };
         Derived {
-            request: points.into_request(),
+            request,
             marks: batch.into_iter().collect(),
+            totals,
         }
     }
 
     /// Remembers what a batch whose metrics were handed on took from reconciles.
     pub fn commit(&mut self, derived: Derived) {
+        if let Some(totals) = self.totals.as_mut() {
+            totals.commit(derived.totals);
+        }
         for (id, seen) in derived.marks {
             if self.seen.insert(Arc::clone(&id), seen).is_none() {
                 self.order.push_back(id);
@@ -591,6 +627,29 @@ mod tests {
     }
 
     #[test]
+    fn the_config_makes_them_cumulative_by_default() {
+        let mut memory = OperatorMetrics::new(&OperatorMetricsConfig::default());
+        for id in ["r1", "r2"] {
+            let derived = memory.derive(&[reconcile(id, Outcome::Ok, None)]);
+            let Some(Metric {
+                data: Some(metric::Data::Sum(sum)),
+                ..
+            }) = metric(&derived, RECONCILES)
+            else {
+                panic!("a reconcile sum");
+            };
+            assert_eq!(
+                sum.aggregation_temporality,
+                AggregationTemporality::Cumulative as i32
+            );
+            let value = sum.data_points.first().and_then(|point| point.value);
+            let expected = if id == "r1" { 1 } else { 2 };
+            assert_eq!(value, Some(number_data_point::Value::AsInt(expected)));
+            memory.commit(derived);
+        }
+    }
+
+    #[test]
     fn nothing_countable_is_no_request() {
         let derived = OperatorMetrics::default().derive(&[reconcile("r1", Outcome::Unknown, None)]);
         assert!(derived.request.is_none());
@@ -613,6 +672,7 @@ mod tests {
         memory.commit(Derived {
             request: None,
             marks,
+            totals: PendingTotals::default(),
         });
         assert_eq!(memory.seen.len(), REMEMBERED_RECONCILES);
         assert_eq!(memory.order.len(), REMEMBERED_RECONCILES);

@@ -306,8 +306,8 @@ macro_rules! connector_table {
             ) {
                 takes: [Traces, Logs],
                 feeds: [Metrics],
-                build: |id, _, metrics| {
-                    let connector = Arc::new(OperatorMetricsConnector::new(id, metrics));
+                build: |id, config, metrics| {
+                    let connector = Arc::new(OperatorMetricsConnector::new(id, config, metrics));
                     BuiltExporter::new(QueueConfig::default(), RetryConfig::default())
                         .carrying::<ExportTraceServiceRequest, _>(&connector)
                         .carrying::<ExportLogsServiceRequest, _>(&connector)

@@ -9,7 +9,7 @@
 
 use opscope_exporters::{Batch, Delivery, ExportError, Exporter};
 use opscope_processors::CorrelatorEvents;
-use opscope_processors::operator_metrics::OperatorMetrics;
+use opscope_processors::operator_metrics::{OperatorMetrics, OperatorMetricsConfig};
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use tokio::sync::Mutex;
 
@@ -23,11 +23,15 @@ pub struct OperatorMetricsConnector {
 }
 
 impl OperatorMetricsConnector {
-    pub fn new(id: &str, metrics: Consumer<ExportMetricsServiceRequest>) -> Self {
+    pub fn new(
+        id: &str,
+        config: &OperatorMetricsConfig,
+        metrics: Consumer<ExportMetricsServiceRequest>,
+    ) -> Self {
         Self {
             id: id.to_string(),
             metrics,
-            derivation: Mutex::new(OperatorMetrics::default()),
+            derivation: Mutex::new(OperatorMetrics::new(config)),
         }
     }
 }
