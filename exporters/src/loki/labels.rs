@@ -96,25 +96,30 @@ impl LabelSet {
     }
 }
 
-/// `value` without control characters or surrounding blanks, cut at `max_chars`.
+/// `value` without surrounding blanks, cut at `max_chars`. Inner newlines and other
+/// control characters are kept: [`quote`] escapes them, and Loki gives them back.
 pub fn sanitize(value: &str, max_chars: usize) -> String {
-    value
-        .trim()
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(max_chars)
-        .collect()
+    value.trim().chars().take(max_chars).collect()
 }
 
-/// A double-quoted string as Loki's label parser reads it.
+/// A double-quoted string as Loki's label parser reads it (Go's string-literal
+/// escapes, which `strconv.Unquote` undoes): `"` and `\` escaped, control
+/// characters written as escapes, since a raw one is refused.
 fn quote(value: &str) -> String {
     let mut quoted = String::with_capacity(value.len() + 2);
     quoted.push('"');
     for c in value.chars() {
-        if matches!(c, '"' | '\\') {
-            quoted.push('\\');
+        match c {
+            '"' | '\\' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            '\n' => quoted.push_str("\\n"),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => quoted.push(c),
         }
-        quoted.push(c);
     }
     quoted.push('"');
     quoted
@@ -148,12 +153,15 @@ mod tests {
     }
 
     #[test]
-    fn values_are_escaped_sanitised_and_capped() {
+    fn values_are_escaped_trimmed_and_capped() {
         let set = LabelSet::select(
             &[StreamLabel::OperatorName],
-            &values(" a\"b\\c\nd\u{7}e ", ""),
+            &values(" a\"b\\c\nd\u{7}e\tf ", ""),
         );
-        assert_eq!(set.to_loki_syntax(), r#"{operator_name="a\"b\\cde"}"#);
+        assert_eq!(
+            set.to_loki_syntax(),
+            r#"{operator_name="a\"b\\c\nd\u0007e\tf"}"#
+        );
         let long = "é".repeat(300);
         assert_eq!(sanitize(&long, MAX_LABEL_VALUE_CHARS).chars().count(), 128);
     }
