@@ -1,5 +1,7 @@
 //! A real Alertmanager on a free loopback port, clustering off, routing every alert to
 //! a receiver that notifies no one: a test sends it alerts and reads back what it lists.
+//! Debian's (0.25) from `PATH`, or 0.35 as `testkit/backends/build alertmanager` builds
+//! it from its module.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::backend::{
-    ServerProcess, free_port, http_client, installed_or_skip, poll_until, temp_dir,
+    ServerProcess, built_or_skip, free_port, http_client, installed_or_skip, poll_until, temp_dir,
 };
 
 /// Debian's name for the binary, then upstream's.
@@ -18,6 +20,12 @@ const CONFIG: &str = "route:\n  receiver: \"null\"\nreceivers:\n  - name: \"null
 /// The Alertmanager binary, or `None` (with the reason printed) when the test may skip.
 pub fn alertmanager_or_skip() -> Option<PathBuf> {
     installed_or_skip(&BINARIES, "prometheus-alertmanager")
+}
+
+/// Alertmanager 0.35 built from its module, or `None` (with the reason printed) when
+/// the test may skip.
+pub fn alertmanager_built_or_skip() -> Option<PathBuf> {
+    built_or_skip("alertmanager", "alertmanager")
 }
 
 /// An Alertmanager on a free loopback port, killed on drop.
@@ -55,6 +63,11 @@ impl Alertmanager {
     /// The base URL, as the alertmanager exporter's `endpoint`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// `host:port`, as a Prometheus `alertmanagers` target.
+    pub fn host_port(&self) -> &str {
+        self.url.trim_start_matches("http://")
     }
 
     /// The active alerts Alertmanager lists with the given `alertname`.

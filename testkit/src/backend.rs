@@ -41,6 +41,38 @@ pub fn installed_or_skip(candidates: &[&str], package: &str) -> Option<PathBuf> 
     found
 }
 
+/// Where `testkit/backends/build` puts the servers it builds from their Go modules:
+/// `$OPSCOPE_BACKENDS_CACHE`, else `$HOME/.cache/opscope-backends`.
+pub fn backends_cache() -> PathBuf {
+    if let Some(dir) = std::env::var_os("OPSCOPE_BACKENDS_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    Path::new(&home).join(".cache/opscope-backends")
+}
+
+/// A server `testkit/backends/build` built (`<cache>/bin/<binary>`), or `None` (with
+/// the reason printed) when the running test is to be skipped. Panics when it is not
+/// built and `OPSCOPE_REQUIRE_BACKENDS=1`; `name` is the build script's name for it.
+pub fn built_or_skip(binary: &str, name: &str) -> Option<PathBuf> {
+    let path = backends_cache().join("bin").join(binary);
+    if path.is_file() {
+        return Some(path);
+    }
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("test");
+    let reason = format!(
+        "{} is not built (testkit/backends/build {name})",
+        path.display()
+    );
+    assert!(
+        !backends_required(),
+        "{test}: OPSCOPE_REQUIRE_BACKENDS=1 but {reason}"
+    );
+    let _ = writeln!(std::io::stderr(), "skipping {test}: {reason}");
+    None
+}
+
 fn on_path(binary: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
@@ -114,8 +146,20 @@ impl ServerProcess {
     /// exits first or is not ready within [`PATIENCE`].
     pub async fn start(
         name: &'static str,
+        command: Command,
+        base_url: String,
+        dir: TempDir,
+    ) -> Self {
+        Self::start_ready_at(name, command, base_url, "/-/ready", dir).await
+    }
+
+    /// As [`Self::start`], ready when `GET <ready_url>` answers 2xx (a path below
+    /// `base_url`, or a URL of its own for a server that reports health elsewhere).
+    pub async fn start_ready_at(
+        name: &'static str,
         mut command: Command,
         base_url: String,
+        ready_url: &str,
         dir: TempDir,
     ) -> Self {
         let log = File::create(dir.path().join(format!("{name}.log"))).expect("a log file");
@@ -131,7 +175,12 @@ impl ServerProcess {
             base_url,
             dir,
         };
-        server.wait_ready().await;
+        let ready_url = if ready_url.starts_with("http") {
+            ready_url.to_string()
+        } else {
+            server.url(ready_url)
+        };
+        server.wait_ready(&ready_url).await;
         server
     }
 
@@ -153,14 +202,14 @@ impl ServerProcess {
         format!("--- {} log (tail) ---\n{tail}", self.name)
     }
 
-    async fn wait_ready(&mut self) {
+    async fn wait_ready(&mut self, ready_url: &str) {
         let client = http_client();
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("{} exited ({status}):\n{}", self.name, self.log_tail());
             }
-            let ready = client.get(self.url("/-/ready")).send().await;
+            let ready = client.get(ready_url).send().await;
             if ready.is_ok_and(|answer| answer.status().is_success()) {
                 return;
             }

@@ -1,19 +1,23 @@
-//! Test support shared by opscope's integration tests: real Prometheus and Alertmanager
-//! servers on loopback, a recording HTTP server, an independent reader of Loki pushes,
+//! Test support shared by opscope's integration tests: real servers on loopback
+//! (Prometheus 2 and 3, Alertmanager, Jaeger, VictoriaLogs, the OpenTelemetry
+//! Collector), a recording HTTP server, an independent reader of Loki pushes,
 //! malformed-input generators for the parsers' property tests, small OTLP batches
 //! of a known shape, the OTLP/gRPC services of stand-in downstreams, and example
 //! signals.
 //!
-//! Tests that need an installed server skip with a printed reason when it is absent,
+//! Tests that need an installed or built server skip with a printed reason when it is absent,
 //! unless `OPSCOPE_REQUIRE_BACKENDS=1`, which makes them fail instead.
 
 pub mod alertmanager;
 pub mod backend;
+pub mod jaeger;
 pub mod loki;
 pub mod mutate;
+pub mod otel_collector;
 pub mod otlp_batches;
 pub mod otlp_grpc;
 pub mod prometheus;
 pub mod recording;
 pub mod signals;
+pub mod victorialogs;
 mod wire;

@@ -1,6 +1,8 @@
 //! A real Prometheus on a free loopback port that scrapes one target every second
 //! (`honor_labels: true`, job `opscope`), evaluates rule files every second, receives
-//! remote write and answers PromQL; and `promtool check metrics`.
+//! remote write and answers PromQL; and `promtool check metrics`. Debian's 2.x from
+//! `PATH`, or 3.x as `testkit/backends/build prometheus` builds it from its module,
+//! which also takes OTLP metrics and sends its alerts to an Alertmanager.
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -12,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::backend::{
-    ServerProcess, free_port, http_client, installed_or_skip, poll_until, temp_dir,
+    ServerProcess, built_or_skip, free_port, http_client, installed_or_skip, poll_until, temp_dir,
 };
 
 /// A series an instant query returned: its labels and value.
@@ -21,6 +23,23 @@ pub type QueriedSeries = (BTreeMap<String, String>, f64);
 /// The `prometheus` binary, or `None` (with the reason printed) when the test may skip.
 pub fn prometheus_or_skip() -> Option<PathBuf> {
     installed_or_skip(&["prometheus"], "prometheus")
+}
+
+/// Prometheus 3 built from its module, or `None` (with the reason printed) when the
+/// test may skip.
+pub fn prometheus3_or_skip() -> Option<PathBuf> {
+    built_or_skip("prometheus", "prometheus")
+}
+
+/// What a Prometheus is started with beyond its scrape target.
+#[derive(Debug, Default, Clone)]
+pub struct PrometheusOptions {
+    /// Recording and alerting rules, evaluated every second.
+    pub rule_files: Vec<PathBuf>,
+    /// Where firing alerts go (`host:port` of an Alertmanager).
+    pub alertmanager: Option<String>,
+    /// Take OTLP metrics at `/api/v1/otlp/v1/metrics` (Prometheus 3).
+    pub otlp_receiver: bool,
 }
 
 /// The `promtool` binary, or `None` (with the reason printed) when the test may skip.
@@ -70,9 +89,22 @@ impl PrometheusServer {
         scrape_target: impl Display,
         rule_files: &[PathBuf],
     ) -> Self {
+        let options = PrometheusOptions {
+            rule_files: rule_files.to_vec(),
+            ..PrometheusOptions::default()
+        };
+        Self::start_with(binary, scrape_target, &options).await
+    }
+
+    /// As [`Self::start`], with `options`.
+    pub async fn start_with(
+        binary: &Path,
+        scrape_target: impl Display,
+        options: &PrometheusOptions,
+    ) -> Self {
         let dir = temp_dir("opscope-prometheus");
         let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, scrape_config(scrape_target, rule_files))
+        std::fs::write(&config_path, scrape_config(scrape_target, options))
             .expect("config written");
         let port = free_port();
         let mut command = Command::new(binary);
@@ -85,6 +117,9 @@ impl PrometheusServer {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--web.enable-remote-write-receiver")
             .arg("--enable-feature=exemplar-storage");
+        if options.otlp_receiver {
+            command.arg("--web.enable-otlp-receiver");
+        }
         let base_url = format!("http://127.0.0.1:{port}");
         let process = ServerProcess::start("prometheus", command, base_url, dir).await;
         Self {
@@ -98,6 +133,11 @@ impl PrometheusServer {
         self.process.url(path)
     }
 
+    /// Where OTLP metrics are received, as an `otlphttp` exporter's `metrics_endpoint`.
+    pub fn otlp_metrics_url(&self) -> String {
+        self.url("/api/v1/otlp/v1/metrics")
+    }
+
     /// Where remote write is received.
     pub fn remote_write_url(&self) -> String {
         self.url("/api/v1/write")
@@ -106,6 +146,22 @@ impl PrometheusServer {
     /// The last lines Prometheus logged.
     pub fn log_tail(&self) -> String {
         self.process.log_tail()
+    }
+
+    /// The sum of the samples of `family` on Prometheus's own metrics page (its
+    /// self-telemetry, which it does not scrape here).
+    pub async fn own_metric(&self, family: &str) -> f64 {
+        let Ok(response) = self.http.get(self.url("/metrics")).send().await else {
+            return 0.0;
+        };
+        let page = response.text().await.unwrap_or_default();
+        page.lines()
+            .filter(|line| {
+                line.strip_prefix(family)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 
     /// The series an instant query returns: labels and value.
@@ -158,8 +214,9 @@ impl PrometheusServer {
     }
 }
 
-fn scrape_config(scrape_target: impl Display, rule_files: &[PathBuf]) -> String {
-    let rules: String = rule_files
+fn scrape_config(scrape_target: impl Display, options: &PrometheusOptions) -> String {
+    let rules: String = options
+        .rule_files
         .iter()
         .map(|path| format!("  - '{}'\n", path.display()))
         .collect();
@@ -168,8 +225,11 @@ fn scrape_config(scrape_target: impl Display, rule_files: &[PathBuf]) -> String 
     } else {
         format!("rule_files:\n{rules}")
     };
+    let alerting = options.alertmanager.as_ref().map_or(String::new(), |target| {
+        format!("alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{target}']\n")
+    });
     format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rules}\
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rules}{alerting}\
          scrape_configs:\n  - job_name: opscope\n    honor_labels: true\n    \
          static_configs:\n      - targets: ['{scrape_target}']\n"
     )
