@@ -592,7 +592,10 @@ service:
         metrics = ports.metrics,
     );
     let _agent = Opscope::start(&config, &ports.health_addr());
-    let fleet = tokio::spawn(send_the_fleet(ports.grpc_url(), Duration::from_secs(20)));
+    let fleet = tokio::spawn(common::fleet::send_the_fleet(
+        ports.grpc_url(),
+        Duration::from_secs(20),
+    ));
 
     let mut table = Vec::new();
     for name in [
@@ -608,25 +611,5 @@ service:
     fleet.abort();
     for (name, series) in table {
         println!("prometheus 3 over OTLP: {name}: {series} series of kuberay-operator");
-    }
-}
-
-/// Sends the simulated fleet's traces every tick for `duration`.
-async fn send_the_fleet(endpoint: String, duration: Duration) {
-    use opscope_proto::otlp::collector::trace::v1::trace_service_client::TraceServiceClient;
-    let now = opscope_model::timestamp::now_unix_nanos;
-    let mut fleet = opscope::demo::SimulatedFleet::new(now());
-    let deadline = Instant::now() + duration;
-    let mut client = None;
-    while Instant::now() < deadline {
-        if client.is_none() {
-            client = TraceServiceClient::connect(endpoint.clone()).await.ok();
-        }
-        if let Some(connected) = client.as_mut()
-            && connected.export(fleet.tick(now())).await.is_err()
-        {
-            client = None;
-        }
-        tokio::time::sleep(Duration::from_millis(opscope::demo::TICK_MILLIS)).await;
     }
 }

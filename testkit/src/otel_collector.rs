@@ -70,15 +70,18 @@ impl OtelCollector {
         response.text().await.unwrap_or_default()
     }
 
-    /// The sum of the samples of `family` on the Collector's metrics page.
+    /// The sum of the samples of `family` on the Collector's metrics page, named with
+    /// or without `_total` (this release's counters go without it).
     pub async fn metric_sum(&self, family: &str) -> f64 {
+        let family = family.trim_end_matches("_total");
         self.metrics()
             .await
             .lines()
             .filter(|line| !line.starts_with('#'))
             .filter(|line| {
-                line.strip_prefix(family)
-                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                let rest = line.strip_prefix(family).unwrap_or("_");
+                let rest = rest.strip_prefix("_total").unwrap_or(rest);
+                rest.starts_with('{') || rest.starts_with(' ')
             })
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()

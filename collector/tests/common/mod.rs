@@ -3,6 +3,7 @@
 
 mod agent;
 pub mod audit;
+pub mod fleet;
 mod http;
 mod requests;
 mod resident;
