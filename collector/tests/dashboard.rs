@@ -1,7 +1,8 @@
 //! The Grafana dashboard `deploy/grafana/opscope-operators.json`: importable shape
 //! (inputs, datasource references, variables), the four quadrants, the links into the
-//! drill-down, and every PromQL query it makes run against a real Prometheus that
-//! scrapes `opscope demo` and evaluates `deploy/prometheus/rules.yaml`.
+//! drill-down, and every PromQL query it makes run against a real Prometheus (2 from
+//! Debian, 3 from its module) that scrapes `opscope demo` and evaluates
+//! `deploy/prometheus/rules.yaml`, whose expressions are run too.
 //!
 //! LogQL has no server here: its queries are checked by a small hand-written reader
 //! of the stream selector and label-filter pipeline the dashboard uses.
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use common::Opscope;
 use opscope_testkit::backend::{free_port, http_client};
-use opscope_testkit::prometheus::{PrometheusServer, prometheus_or_skip};
+use opscope_testkit::prometheus::{PrometheusServer, prometheus_or_skip, prometheus3_or_skip};
 use serde_json::Value;
 
 const DASHBOARD: &str = "deploy/grafana/opscope-operators.json";
@@ -404,9 +405,39 @@ async fn every_promql_query_runs_on_prometheus_fed_by_the_demo() {
     let Some(binary) = prometheus_or_skip() else {
         return;
     };
+    let table = every_query_on(&binary).await;
+    print_table("prometheus 2", &table);
+}
+
+/// The same on Prometheus 3 (built from its module), and every expression of
+/// `deploy/prometheus/rules.yaml` as Prometheus 3 loaded it, each evaluated: a table
+/// of panel (or rule), expression and series count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_promql_query_and_rule_runs_on_prometheus_3_fed_by_the_demo() {
+    let Some(binary) = prometheus3_or_skip() else {
+        return;
+    };
+    let table = every_query_on(&binary).await;
+    print_table("prometheus 3", &table);
+}
+
+/// (panel or rule, expression, series returned)
+type QueryTable = Vec<(String, String, usize)>;
+
+fn print_table(server: &str, table: &QueryTable) {
+    println!("{server}: | panel | expression | series |");
+    for (panel, query, series) in table {
+        println!("{server}: | {panel} | `{query}` | {series} |");
+    }
+}
+
+/// Runs the demo into a Prometheus that scrapes it and evaluates the rules, then
+/// every dashboard query (those of panels that should show data until they do) and
+/// every rule's expression.
+async fn every_query_on(binary: &Path) -> QueryTable {
     let scrape = format!("127.0.0.1:{}", free_port());
     let rules = vec![repo("deploy/prometheus/rules.yaml")];
-    let prometheus = PrometheusServer::start_with_rules(&binary, &scrape, &rules).await;
+    let prometheus = PrometheusServer::start_with_rules(binary, &scrape, &rules).await;
     let _demo =
         Opscope::spawn_demo(&["--duration", "50", "--prometheus", &scrape].map(String::from));
 
@@ -419,6 +450,7 @@ async fn every_promql_query_runs_on_prometheus_fed_by_the_demo() {
     let queries = promql_queries(&dashboard);
     assert!(queries.len() >= 10, "{queries:#?}");
     let http = http_client();
+    let mut table = QueryTable::new();
     for (panel, query) in &queries {
         let url = url::Url::parse_with_params(&prometheus.url("/api/v1/query"), [("query", query)])
             .expect("a query URL");
@@ -426,12 +458,14 @@ async fn every_promql_query_runs_on_prometheus_fed_by_the_demo() {
         let status = response.status();
         let body = response.text().await.unwrap_or_default();
         assert_eq!(status, 200, "panel {panel}: {query}\n{body}");
-        if PANELS_WITH_DEMO_DATA.contains(panel) {
-            let answer = prometheus.eventually(query, |a| !a.is_empty()).await;
-            println!("panel {panel}: {} series for {query}", answer.len());
-        }
+        let series = if PANELS_WITH_DEMO_DATA.contains(panel) {
+            prometheus.eventually(query, |a| !a.is_empty()).await.len()
+        } else {
+            prometheus.query(query).await.len()
+        };
+        table.push((format!("panel {panel}"), query.clone(), series));
     }
-    let table = format!(
+    let table_query = format!(
         "{} and on (signal, name) opscope_signal_active{{signal=\"reconcile_loop\",name=\"train\"}}",
         queries
             .iter()
@@ -439,9 +473,66 @@ async fn every_promql_query_runs_on_prometheus_fed_by_the_demo() {
             .map(|(_, q)| q.clone())
             .expect("the signal table")
     );
-    let loop_row = prometheus.eventually(&table, |a| a.len() == 1).await;
+    let loop_row = prometheus.eventually(&table_query, |a| a.len() == 1).await;
     assert_eq!(
         loop_row[0].0.get("operator_name").map(String::as_str),
         Some("kuberay-operator")
     );
+    for (rule, expression) in loaded_rules(&prometheus).await {
+        let body = prometheus_query_status(&http, &prometheus, &expression).await;
+        assert_eq!(body.0, 200, "rule {rule}: {expression}\n{}", body.1);
+        let series = prometheus.query(&expression).await.len();
+        table.push((
+            format!("rule {rule}"),
+            expression.replace('\n', " "),
+            series,
+        ));
+    }
+    table
+}
+
+/// Every rule Prometheus loaded: (record or alert name, expression), each healthy.
+async fn loaded_rules(prometheus: &PrometheusServer) -> Vec<(String, String)> {
+    let answer = opscope_testkit::backend::poll_until(
+        || async {
+            let response = http_client()
+                .get(prometheus.url("/api/v1/rules"))
+                .send()
+                .await;
+            let body = match response {
+                Ok(response) => response.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            serde_json::from_str::<Value>(&body).unwrap_or_default()
+        },
+        |answer| {
+            answer["data"]["groups"]
+                .as_array()
+                .is_some_and(|g| !g.is_empty())
+        },
+    )
+    .await
+    .unwrap_or_else(|last| panic!("no rules loaded: {last}"));
+    let mut rules = Vec::new();
+    for group in answer["data"]["groups"].as_array().into_iter().flatten() {
+        for rule in group["rules"].as_array().into_iter().flatten() {
+            let name = rule["name"].as_str().unwrap_or_default().to_string();
+            assert_ne!(rule["health"], "err", "rule {name}: {}", rule["lastError"]);
+            rules.push((name, rule["query"].as_str().unwrap_or_default().to_string()));
+        }
+    }
+    assert!(rules.len() >= 10, "{rules:#?}");
+    rules
+}
+
+async fn prometheus_query_status(
+    http: &reqwest::Client,
+    prometheus: &PrometheusServer,
+    query: &str,
+) -> (u16, String) {
+    let url = url::Url::parse_with_params(&prometheus.url("/api/v1/query"), [("query", query)])
+        .expect("a query URL");
+    let response = http.get(url).send().await.expect("Prometheus answers");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
 }
