@@ -136,6 +136,10 @@ async fn the_status_write_loop_reaches_the_real_servers() {
             .await
             .unwrap_or_else(|_| panic!("not seen within {TEST_DEADLINE:?}:\n{}", demo.logs()));
     let everything = started.elapsed();
+    // Jaeger has no logs service: the signals go to it as spans, and nothing is
+    // given up for the log records it cannot take.
+    let said = demo.logs();
+    assert!(!said.contains("dropping"), "{said}");
 
     // The demo stops: Prometheus's scrape fails, its rule resolves the alert, and the
     // resolved notification ends the one Alertmanager holds, whoever sent it last.

@@ -2,12 +2,14 @@
 
 use std::marker::PhantomData;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes};
 use opscope_model::Telemetry;
 use opscope_model::config::FieldError;
 use opscope_proto::ExportService;
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::prost::Message;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
@@ -22,6 +24,9 @@ use crate::exporter::{Delivery, ExportError, Exporter};
 
 pub struct GrpcExporter {
     channel: Channel,
+    /// The destination has no logs service (Jaeger, a traces-only collector): signals
+    /// then go as spans only.
+    no_logs_service: AtomicBool,
     compression: Option<CompressionEncoding>,
     metadata: MetadataMap,
     timeout: Duration,
@@ -59,6 +64,7 @@ impl GrpcExporter {
         };
         Ok(Self {
             channel: endpoint.connect_lazy(),
+            no_logs_service: AtomicBool::new(false),
             compression,
             metadata,
             timeout: config.timeout,
@@ -79,11 +85,26 @@ fn tls_config(config: &OtlpExporterConfig) -> Result<ClientTlsConfig, FieldError
     Ok(tls)
 }
 
-/// Signals go out as signal spans, then as log records.
+/// Signals go out as signal spans, then as log records, unless the destination
+/// answered that it has no logs service: the spans are what a trace store wants,
+/// and sending them again for the logs' sake would only repeat them.
 impl Exporter<SignalBatch> for GrpcExporter {
     async fn export(&self, batch: &SignalBatch) -> Result<Delivery, ExportError> {
-        self.send(&Encoded::new(&signal_spans(batch))).await?;
-        self.send(&Encoded::new(&signal_logs(batch))).await
+        let delivered = self.send(&Encoded::new(&signal_spans(batch))).await?;
+        if self.no_logs_service.load(Ordering::Relaxed) {
+            return Ok(delivered);
+        }
+        match self.call(&Encoded::new(&signal_logs(batch))).await {
+            Ok(Err(status)) if status.code() == Code::Unimplemented => {
+                self.no_logs_service.store(true, Ordering::Relaxed);
+                tracing::warn!(
+                    detail = status.message(),
+                    "the destination has no OTLP logs service: signals go to it as spans only"
+                );
+                Ok(delivered)
+            }
+            answer => delivery::<ExportLogsServiceRequest>(answer),
+        }
     }
 
     fn max_request_size(&self) -> Option<usize> {
@@ -106,6 +127,14 @@ impl GrpcExporter {
         &self,
         batch: &Encoded<T>,
     ) -> Result<Delivery, ExportError> {
+        delivery::<T>(self.call(batch).await)
+    }
+
+    /// One request: the response, or the server's status (`None`: no connection).
+    async fn call<T: Telemetry + ExportService>(
+        &self,
+        batch: &Encoded<T>,
+    ) -> Result<Result<T::Response, Status>, ExportError> {
         let mut client = tonic::client::Grpc::new(self.channel.clone());
         if let Some(encoding) = self.compression {
             client = client.send_compressed(encoding).accept_compressed(encoding);
@@ -119,17 +148,26 @@ impl GrpcExporter {
         request.set_timeout(self.timeout);
         let path = http::uri::PathAndQuery::from_static(T::GRPC_PATH);
         let codec = PreEncoded::<T::Response>(PhantomData);
-        match client.unary(request, path, codec).await {
-            Ok(response) => {
-                let (rejected_items, message) = T::rejected_items(response.get_ref());
-                Ok(Delivery {
-                    rejected_items,
-                    message,
-                    ..Delivery::default()
-                })
-            }
-            Err(status) => Err(classify(&status)),
+        Ok(client
+            .unary(request, path, codec)
+            .await
+            .map(tonic::Response::into_inner))
+    }
+}
+
+fn delivery<T: Telemetry + ExportService>(
+    answer: Result<Result<T::Response, Status>, ExportError>,
+) -> Result<Delivery, ExportError> {
+    match answer? {
+        Ok(response) => {
+            let (rejected_items, message) = T::rejected_items(&response);
+            Ok(Delivery {
+                rejected_items,
+                message,
+                ..Delivery::default()
+            })
         }
+        Err(status) => Err(classify(&status)),
     }
 }
 
