@@ -661,3 +661,190 @@ fn the_schema_validation_rejects_broken_manifests() {
         assert!(stderr.contains(complaint), "{fixture}: {stderr}");
     }
 }
+
+/// The chart's values that turn on every option.
+const HELM_EVERY_OPTION: &str =
+    "namespace.create=true,serviceMonitor.enabled=true,prometheusRule.enabled=true";
+
+/// `helm` (built from its module) on the chart with `--set` values, or `None` when
+/// the test may skip.
+fn helm(args: &[&str]) -> Option<Output> {
+    let binary = opscope_testkit::backend::built_or_skip("helm", "helm")?;
+    Some(
+        Command::new(binary)
+            .args(args)
+            .current_dir(repo(""))
+            .output()
+            .unwrap_or_else(|e| panic!("run helm: {e}")),
+    )
+}
+
+fn helm_template(set: &str) -> Option<Output> {
+    let mut args = vec![
+        "template",
+        "opscope",
+        "deploy/helm/opscope",
+        "--namespace",
+        "opscope",
+    ];
+    if !set.is_empty() {
+        args.extend(["--set", set]);
+    }
+    let output = helm(&args)?;
+    assert!(
+        output.status.success(),
+        "helm template --set {set}: {}",
+        describe(&output)
+    );
+    Some(output)
+}
+
+/// Objects as both renders give them, comparable: a generated ConfigMap's content
+/// suffix (kustomize's hash, the chart's own) cut from its name and from the pod
+/// templates that mount it.
+fn comparable(yaml: &[u8]) -> BTreeMap<String, Value> {
+    let hashed: BTreeSet<String> = objects_by_identity(yaml)
+        .values()
+        .filter(|object| object["kind"] == "ConfigMap")
+        .filter_map(|object| object["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    let unhashed = |name: &str| -> String {
+        match name.rsplit_once('-') {
+            Some((base, suffix)) if suffix.len() == 10 && hashed.contains(name) => base.into(),
+            _ => name.into(),
+        }
+    };
+    objects_by_identity(yaml)
+        .into_values()
+        .map(|mut object| {
+            rename_config_maps(&mut object, &unhashed);
+            let metadata = &object["metadata"];
+            let key = format!(
+                "{} {}",
+                object["kind"].as_str().unwrap_or_default(),
+                metadata["name"].as_str().unwrap_or_default()
+            );
+            (key, object)
+        })
+        .collect()
+}
+
+/// Every string that names a generated ConfigMap, renamed.
+fn rename_config_maps(value: &mut Value, unhashed: &dyn Fn(&str) -> String) {
+    match value {
+        Value::String(text) => *text = unhashed(text),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| rename_config_maps(v, unhashed)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| rename_config_maps(v, unhashed)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_helm_chart_lints_with_the_default_values_and_every_option() {
+    for set in ["", HELM_EVERY_OPTION, "gateway.enabled=false"] {
+        let mut args = vec!["lint", "--strict", "deploy/helm/opscope"];
+        if !set.is_empty() {
+            args.extend(["--set", set]);
+        }
+        let Some(output) = helm(&args) else {
+            return;
+        };
+        assert!(
+            output.status.success(),
+            "helm lint --set {set}: {}",
+            describe(&output)
+        );
+    }
+}
+
+#[test]
+fn the_helm_chart_renders_what_kustomize_renders() {
+    if !python_with("yaml") {
+        return;
+    }
+    // (values, the kustomize trees whose objects together are the chart's)
+    let cases: [(&str, &[&str]); 3] = [
+        ("", &["deploy/kubernetes/base"]),
+        ("gateway.enabled=false", &["deploy/kubernetes/single-node"]),
+        (
+            HELM_EVERY_OPTION,
+            &[
+                "deploy/kubernetes/overlays/servicemonitor",
+                "deploy/kubernetes/overlays/prometheus-rule",
+            ],
+        ),
+    ];
+    for (set, trees) in cases {
+        let Some(chart) = helm_template(set) else {
+            return;
+        };
+        let mut kustomize = BTreeMap::new();
+        for tree in trees {
+            let rendered = deploy_script("render.py", &[tree]);
+            assert!(rendered.status.success(), "{tree}: {}", describe(&rendered));
+            kustomize.extend(comparable(&rendered.stdout));
+        }
+        let mut chart = comparable(&chart.stdout);
+        if !set.contains("namespace.create=true") {
+            // `helm install --create-namespace` makes it; kustomize ships one.
+            kustomize.remove("Namespace opscope");
+        }
+        let chart_kinds: BTreeSet<&String> = chart.keys().collect();
+        let kustomize_kinds: BTreeSet<&String> = kustomize.keys().collect();
+        assert_eq!(
+            chart_kinds, kustomize_kinds,
+            "--set {set:?}: the objects differ"
+        );
+        for (key, expected) in &kustomize {
+            let object = chart.remove(key).expect("the same object");
+            assert_eq!(
+                &object, expected,
+                "--set {set:?}: {key} differs from kustomize's ({trees:?})"
+            );
+        }
+        println!(
+            "helm template --set {set:?}: {} objects as kustomize renders them",
+            kustomize.len()
+        );
+    }
+}
+
+#[test]
+fn the_helm_chart_validates_against_the_kubernetes_schemas() {
+    if !python_with("yaml, kubernetes_validate") {
+        return;
+    }
+    for set in ["", HELM_EVERY_OPTION, "gateway.enabled=false"] {
+        let Some(chart) = helm_template(set) else {
+            return;
+        };
+        let mut child = Command::new("python3")
+            .arg(repo("deploy/kubernetes/validate.py"))
+            .arg("-")
+            .current_dir(repo(""))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("validate.py starts");
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(&chart.stdout)
+                .expect("validate.py reads the chart");
+        }
+        let output = child.wait_with_output().expect("validate.py finishes");
+        assert!(
+            output.status.success(),
+            "--set {set:?}: {}",
+            describe(&output)
+        );
+        println!(
+            "helm template --set {set:?}: {}",
+            String::from_utf8_lossy(&output.stdout).trim()
+        );
+    }
+}
