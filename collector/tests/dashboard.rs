@@ -124,6 +124,43 @@ fn it_is_importable_with_inputs_for_its_three_datasources() {
     }
 }
 
+/// Grafana's published schema (grafana-foundation-sdk's dashboard model, generated
+/// from Grafana's own), decoded strictly by `grafana-dashboard-check`: an unknown or
+/// missing required field anywhere, each panel's options by its plugin's schema, is
+/// refused. A copy with one unknown option shows that it is.
+#[test]
+fn it_matches_grafanas_published_schema() {
+    let Some(check) =
+        opscope_testkit::backend::built_or_skip("grafana-dashboard-check", "grafana-schema")
+    else {
+        return;
+    };
+    let run = |path: &Path| {
+        std::process::Command::new(&check)
+            .arg(path)
+            .output()
+            .expect("grafana-dashboard-check runs")
+    };
+    let output = run(&repo(DASHBOARD));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{said}");
+    println!("{}", said.trim());
+
+    let mut broken = dashboard();
+    broken["panels"][2]["options"]["unknownOption"] = Value::from(true);
+    let dir = opscope_testkit::backend::temp_dir("opscope-dashboard");
+    let path = dir.path().join("broken.json");
+    std::fs::write(&path, broken.to_string()).expect("the broken copy");
+    let output = run(&path);
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a broken copy passed");
+    assert!(said.contains("unknownOption"), "{said}");
+}
+
 #[test]
 fn it_has_the_operator_and_namespace_variables() {
     let dashboard = dashboard();
