@@ -21,9 +21,14 @@ use std::time::Duration;
 use common::{Opscope, OtlpSink, Ports, Received, free_port, http_get};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use opentelemetry_proto::tonic::metrics::v1::{
+    Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, metric, number_data_point,
+};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opscope_testkit::backend::{poll_until, temp_dir};
 use opscope_testkit::otel_collector::{OtelCollector, loopback_endpoint, otel_collector_or_skip};
@@ -66,12 +71,12 @@ async fn the_collector_as_node_agent_forwards_to_opscope_which_correlates() {
     let fixture =
         repo("processors/tests/fixtures/real/klog/k8s-16134-apiserver-job-status-409-storm.log");
     let lines = std::fs::read_to_string(fixture).expect("the fixture");
-    let container = pods
-        .path()
-        .join("kube-system_kube-apiserver-node-1_0b7c1d2e-3f4a-4b5c-8d6e-7f8091a2b3c4")
-        .join("kube-apiserver");
-    std::fs::create_dir_all(&container).expect("the pod's log directory");
-    std::fs::write(container.join("0.log"), cri_file(&lines)).expect("the CRI log");
+    common::pod_logs::write_pod_log(
+        pods.path(),
+        "kube-system_kube-apiserver-node-1_0b7c1d2e-3f4a-4b5c-8d6e-7f8091a2b3c4",
+        "kube-apiserver",
+        &lines,
+    );
 
     let ports = Ports::free();
     let signals = format!("127.0.0.1:{}", free_port());
@@ -205,19 +210,6 @@ service:
     );
 }
 
-/// `lines` as a CRI log file: each a full (`F`) stdout line, stamped now.
-fn cri_file(lines: &str) -> String {
-    let now = opscope_model::timestamp::now_unix_nanos();
-    lines
-        .lines()
-        .enumerate()
-        .map(|(n, line)| {
-            let stamp = opscope_model::timestamp::format_rfc3339(now + n as u64 * 1_000);
-            format!("{stamp} stdout F {line}\n")
-        })
-        .collect()
-}
-
 fn string<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
     attributes.iter().find(|kv| kv.key == key).and_then(|kv| {
         match kv.value.as_ref()?.value.as_ref()? {
@@ -228,8 +220,8 @@ fn string<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
 }
 
 /// opscope's otlp (gRPC, gzip) and otlphttp exporters into the Collector, which
-/// passes what it takes on to a sink: the Collector accepted every span and log
-/// record opscope was sent, and they arrive with their attributes.
+/// passes what it takes on to a sink: the Collector accepted every span, log record
+/// and metric point opscope was sent, and they arrive with their attributes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opscope_exports_to_the_collector_intact() {
     let Some(binary) = otel_collector_or_skip() else {
@@ -263,6 +255,10 @@ service:
       receivers: [otlp]
       processors: [batch]
       exporters: [otlp_grpc/sink]
+    metrics:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [otlp_grpc/sink]
 "#,
         sink = sink.addr(),
     );
@@ -288,6 +284,7 @@ service:
   pipelines:
     traces: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [otlp/collector] }}
     logs: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [otlphttp/collector] }}
+    metrics: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [otlphttp/collector] }}
   telemetry:
     metrics: {{ address: 127.0.0.1:{metrics} }}
 "#,
@@ -299,6 +296,7 @@ service:
 
     const SPANS: usize = 300;
     const LOG_RECORDS: usize = 200;
+    const METRIC_POINTS: usize = 50;
     let mut traces = TraceServiceClient::connect(ports.grpc_url())
         .await
         .expect("opscope's gRPC receiver");
@@ -314,38 +312,57 @@ service:
         .await
         .expect("log records accepted");
 
+    let mut metrics = MetricsServiceClient::connect(ports.grpc_url())
+        .await
+        .expect("opscope's gRPC receiver");
+    metrics
+        .export(operator_gauges(METRIC_POINTS))
+        .await
+        .expect("metric points accepted");
+
+    let accepted = |family: &'static str| collector.metric_sum(family);
     let counted = poll_until(
         || async {
             (
-                collector
-                    .metric_sum("otelcol_receiver_accepted_spans_total")
-                    .await,
-                collector
-                    .metric_sum("otelcol_receiver_accepted_log_records_total")
-                    .await,
+                accepted("otelcol_receiver_accepted_spans_total").await,
+                accepted("otelcol_receiver_accepted_log_records_total").await,
+                accepted("otelcol_receiver_accepted_metric_points_total").await,
             )
         },
-        |(spans, records)| *spans >= SPANS as f64 && *records >= LOG_RECORDS as f64,
+        |(spans, records, points)| {
+            *spans >= SPANS as f64
+                && *records >= LOG_RECORDS as f64
+                && *points >= METRIC_POINTS as f64
+        },
     )
     .await;
-    let Ok((spans, records)) = counted else {
+    let Ok((spans, records, points)) = counted else {
         let page = collector.metrics().await;
         panic!(
             "the Collector accepted {counted:?}; its metrics:\n{page}\n{}",
             collector.log_tail()
         );
     };
-    assert_eq!((spans, records), (SPANS as f64, LOG_RECORDS as f64));
+    assert_eq!(
+        (spans, records, points),
+        (SPANS as f64, LOG_RECORDS as f64, METRIC_POINTS as f64)
+    );
     let received = poll_until(
         || async { sink.received() },
         |received: &Received| {
-            received.span_count() >= SPANS && received.log_record_count() >= LOG_RECORDS
+            received.span_count() >= SPANS
+                && received.log_record_count() >= LOG_RECORDS
+                && received.metric_point_count() >= METRIC_POINTS
         },
     )
     .await
     .unwrap_or_else(|last| panic!("the sink got {} spans", last.span_count()));
     assert_eq!(received.span_count(), SPANS);
     assert_eq!(received.log_record_count(), LOG_RECORDS);
+    assert_eq!(received.metric_point_count(), METRIC_POINTS);
+    for metric in received.metrics() {
+        assert_eq!(metric.name, "workqueue_depth");
+    }
     for span in received.spans() {
         assert_eq!(
             string(&span.attributes, "payload"),
@@ -366,9 +383,42 @@ service:
     assert_eq!(bodies.len(), LOG_RECORDS);
     assert!(bodies.iter().all(|body| body.contains("reconcileID")));
     println!(
-        "opscope → collector: {spans} spans (gRPC, gzip) and {records} log records (HTTP) \
-         accepted, passed on with their attributes"
+        "opscope → collector: {spans} spans (gRPC, gzip), {records} log records and \
+         {points} metric points (HTTP) accepted, passed on with their attributes"
     );
+}
+
+/// `count` points of a `workqueue_depth` gauge of one operator, one per queue.
+fn operator_gauges(count: usize) -> ExportMetricsServiceRequest {
+    let now = opscope_model::timestamp::now_unix_nanos();
+    let data_points = (0..count)
+        .map(|i| NumberDataPoint {
+            attributes: vec![KeyValue {
+                key: "name".into(),
+                value: Some(AnyValue {
+                    value: Some(Value::StringValue(format!("queue-{i}"))),
+                }),
+                ..Default::default()
+            }],
+            time_unix_nano: now,
+            value: Some(number_data_point::Value::AsInt(i as i64)),
+            ..Default::default()
+        })
+        .collect();
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(operator_resource()),
+            scope_metrics: vec![ScopeMetrics {
+                metrics: vec![Metric {
+                    name: "workqueue_depth".into(),
+                    data: Some(metric::Data::Gauge(Gauge { data_points })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
 }
 
 fn operator_resource() -> Resource {

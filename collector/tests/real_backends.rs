@@ -411,12 +411,12 @@ async fn operator_logs_reach_victorialogs_by_reconcile_operator_and_tenant() {
     let fixture =
         repo("processors/tests/fixtures/real/istio/sail-1148-istiorevision-reconciled-forever.log");
     let lines = std::fs::read_to_string(&fixture).expect("the sail-operator fixture");
-    let container = pods
-        .path()
-        .join("sail-operator_sail-operator-6d8f9c7b5-q2w7x_6f0c2a9e-1b3d-4e5f-8a7b-9c0d1e2f3a4b")
-        .join("sail-operator");
-    std::fs::create_dir_all(&container).expect("the pod's log directory");
-    std::fs::write(container.join("0.log"), cri_file(&lines)).expect("the CRI log");
+    common::pod_logs::write_pod_log(
+        pods.path(),
+        "sail-operator_sail-operator-6d8f9c7b5-q2w7x_6f0c2a9e-1b3d-4e5f-8a7b-9c0d1e2f3a4b",
+        "sail-operator",
+        &lines,
+    );
 
     let ports = common::Ports::free();
     let config = format!(
@@ -507,19 +507,6 @@ service:
         reconcile.len(),
         by_operator.len()
     );
-}
-
-/// `lines` as a CRI log file: each a full (`F`) stdout line, stamped now.
-fn cri_file(lines: &str) -> String {
-    let now = opscope_model::timestamp::now_unix_nanos();
-    lines
-        .lines()
-        .enumerate()
-        .map(|(n, line)| {
-            let stamp = opscope_model::timestamp::format_rfc3339(now + n as u64 * 1_000);
-            format!("{stamp} stdout F {line}\n")
-        })
-        .collect()
 }
 
 /// One OTLP/JSON log record of an operator named [`AWKWARD_OPERATOR`].

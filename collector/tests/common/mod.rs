@@ -5,6 +5,7 @@ mod agent;
 pub mod audit;
 pub mod fleet;
 mod http;
+pub mod pod_logs;
 mod requests;
 mod resident;
 mod sink;
