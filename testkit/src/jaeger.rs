@@ -2,7 +2,7 @@
 //! OTLP over gRPC and HTTP into in-memory storage, and the query API the Jaeger UI
 //! reads (`/api/services`, `/api/traces`, `/api/traces/{id}`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -51,7 +51,7 @@ impl QueriedSpan {
 
 impl Jaeger {
     /// Starts Jaeger and waits until its query API answers.
-    pub async fn start(binary: &PathBuf) -> Self {
+    pub async fn start(binary: &Path) -> Self {
         let dir = temp_dir("opscope-jaeger");
         let [grpc, http, query, query_grpc] = [(); 4].map(|()| free_port());
         let config = dir.path().join("jaeger.yaml");

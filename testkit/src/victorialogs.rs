@@ -2,7 +2,7 @@
 //! loopback port: it takes Loki's push API at `/insert/loki/api/v1/push` (protobuf +
 //! snappy, `X-Scope-OrgID` as its tenant) and answers LogsQL at `/select/logsql/query`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Map, Value};
@@ -26,7 +26,7 @@ pub struct VictoriaLogs {
 
 impl VictoriaLogs {
     /// Starts VictoriaLogs and waits until it is healthy.
-    pub async fn start(binary: &PathBuf) -> Self {
+    pub async fn start(binary: &Path) -> Self {
         let dir = temp_dir("opscope-victorialogs");
         let port = free_port();
         let mut command = Command::new(binary);
