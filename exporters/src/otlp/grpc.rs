@@ -130,7 +130,7 @@ impl GrpcExporter {
         delivery::<T>(self.call(batch).await)
     }
 
-    /// One request: the response, or the server's status (`None`: no connection).
+    /// One request: the response or the server's status; `Err` when it could not be sent.
     async fn call<T: Telemetry + ExportService>(
         &self,
         batch: &Encoded<T>,
