@@ -188,7 +188,10 @@ impl FinalizerState {
     }
 
     fn cause(&self, deletion: Nanos) -> FinalizerCause {
-        if self.last_reconcile.is_none_or(|at| at < deletion) {
+        if self
+            .last_reconcile
+            .is_none_or(|at| at < deletion_passed(deletion))
+        {
             FinalizerCause::NoController
         } else if self
             .last_outcome
@@ -208,6 +211,19 @@ impl FinalizerState {
                 + held.sample_error.capacity()
                 + held.evidence.footprint()
         })
+    }
+}
+
+/// When the deletion had surely happened. The API server writes `deletionTimestamp`
+/// in whole seconds: the deletion was somewhere within that second, so a reconcile in
+/// it may have come before (the one that added the finalizer, say) and does not show
+/// that a controller is there to clean up.
+fn deletion_passed(deletion: Nanos) -> Nanos {
+    const SECOND: Nanos = 1_000_000_000;
+    if deletion % SECOND == 0 {
+        deletion.saturating_add(SECOND)
+    } else {
+        deletion
     }
 }
 
@@ -423,6 +439,19 @@ mod tests {
             finalizer_signals(&signals)[0].cause,
             "finalizer_not_removed"
         );
+    }
+
+    #[test]
+    fn a_reconcile_within_the_deletion_second_is_no_controller() {
+        // Seen on a real API server: the reconcile that added the finalizer at
+        // 44.3 s, the operator stopped, the object deleted at 44.6 s, written
+        // `deletionTimestamp: ...:44Z`.
+        let events = vec![
+            Ev::reconcile("w", millis(44_300), "r1").into(),
+            deleting("w", 44),
+        ];
+        let signals = run_until(events, secs(44 + 301));
+        assert_eq!(finalizer_signals(&signals)[0].cause, "no_controller");
     }
 
     #[test]

@@ -168,7 +168,11 @@ impl SignalTrack {
             signal.controller = subject.controller.to_string();
         }
         signal.last_seen = signal.last_seen.max(now);
-        let due = now >= track.sent_at.saturating_add(interval);
+        // A new cause is news at once: the first finding of a loop often comes from
+        // the fastest source (pod logs) before the one that names its cause (audit
+        // bodies, traces, a second later). Figures alone wait for the interval.
+        let due = now >= track.sent_at.saturating_add(interval)
+            || track.sent.cause != track.current.cause;
         if !due || track.sent.matches(&track.current) {
             return None;
         }
@@ -307,6 +311,29 @@ mod tests {
                 (0, SignalState::Firing, 30.0),
                 (30, SignalState::Firing, 45.0),
                 (80, SignalState::Resolved, 45.0),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_new_cause_is_sent_at_once() {
+        let sent = steps(&[
+            (0, Some(finding("unknown", 30.0))),
+            (1, Some(finding("unknown", 31.0))),
+            (
+                2,
+                Some(finding("field_churn:status.lastReconcileTime", 32.0)),
+            ),
+            (
+                3,
+                Some(finding("field_churn:status.lastReconcileTime", 33.0)),
+            ),
+        ]);
+        assert_eq!(
+            sent,
+            [
+                (0, SignalState::Firing, 30.0),
+                (2, SignalState::Firing, 32.0),
             ]
         );
     }
