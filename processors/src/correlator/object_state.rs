@@ -166,7 +166,7 @@ impl TrackedObject {
         }
         let writer = writer_of(write, operator);
         if succeeded {
-            self.record_change(time, write, writer.actor, config);
+            self.record_change(time, write, writer.actor, &reference, config);
         }
         self.conflict
             .record_write(time, write.code, &write.reconcile_id, writer, &reference);
@@ -193,12 +193,22 @@ impl TrackedObject {
     }
 
     /// A successful write: of the status, or of the spec.
-    fn record_change(&mut self, time: Nanos, write: &Write, actor: u64, config: &CorrelatorConfig) {
+    fn record_change(
+        &mut self,
+        time: Nanos,
+        write: &Write,
+        actor: u64,
+        reference: &LazyReference,
+        config: &CorrelatorConfig,
+    ) {
         if !write.status_digest.is_empty() {
+            let firing = self.signals.reconcile_loop.is_some();
             self.reconcile_loop.record_status_digest(
                 time,
                 &write.status_digest,
                 &config.reconcile_loop,
+                reference,
+                firing,
             );
         }
         if write.subresource == "status" {

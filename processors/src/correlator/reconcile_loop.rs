@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::compact::bounded;
 use super::events::Outcome;
 use super::evidence::{Evidence, LazyReference};
 use super::field_churn::{Churn, FieldChurn};
@@ -91,6 +92,12 @@ pub(crate) struct LoopState {
     /// The highest generation seen.
     generation: Option<i64>,
     evidence: Evidence,
+    /// The latest status write near or in a loop (an audit event, whose body shows
+    /// the churning field): one place of the evidence of a field churn, kept apart
+    /// so the reconciles' own records, arriving at another pace, keep theirs.
+    churn_write: Option<Box<str>>,
+    /// The latest error of a reconcile near or in a loop: what a retry storm retries.
+    last_error: Option<Box<str>>,
 }
 
 impl LoopState {
@@ -101,6 +108,8 @@ impl LoopState {
             spec_writes: SpecWrites::default(),
             generation: None,
             evidence: Evidence::default(),
+            churn_write: None,
+            last_error: None,
         }
     }
 
@@ -121,11 +130,18 @@ impl LoopState {
         if let Some(bucket) = self.counts.bucket_mut(note.at) {
             count_reconcile(bucket, note, outcome, config);
         }
+        if !(firing || self.near_threshold(note.at, config)) {
+            return;
+        }
         if note.new
-            && (firing || self.near_threshold(note.at, config))
             && let Some(reference) = reference.get()
         {
             self.evidence.push(reference);
+        }
+        if let (true, Outcome::Error(error)) = (note.first_outcome, outcome)
+            && self.last_error.as_deref() != Some(error.as_str())
+        {
+            self.last_error = Some(bounded(error));
         }
     }
 
@@ -157,14 +173,23 @@ impl LoopState {
         }
     }
 
-    /// The digest of a written status, compared with the previous one.
+    /// The digest of a written status, compared with the previous one. Near or in a
+    /// loop, the write is kept as evidence of a churn.
     pub(crate) fn record_status_digest(
         &mut self,
         time: Nanos,
         digest: &[String],
         config: &ReconcileLoopConfig,
+        reference: &LazyReference,
+        firing: bool,
     ) {
         self.churn.record(digest, time, config.field_churn_ratio);
+        if (firing || self.near_threshold(time, config))
+            && let Some(reference) = reference.get()
+            && self.churn_write.as_deref() != Some(reference)
+        {
+            self.churn_write = Some(bounded(reference));
+        }
     }
 
     /// A successful write of the spec by `actor`.
@@ -226,6 +251,8 @@ impl LoopState {
             + self.churn.footprint()
             + self.spec_writes.footprint()
             + self.evidence.footprint()
+            + self.churn_write.as_deref().map_or(0, str::len)
+            + self.last_error.as_deref().map_or(0, str::len)
     }
 }
 
@@ -303,14 +330,31 @@ fn finding<'a>(
         ("fast_requeues", f64::from(counts.fast_requeues)),
         ("generation_changes", f64::from(counts.generation_changes)),
     ]);
-    if let LoopCause::FieldChurn(churn) = cause {
-        figures.push(("field_churn_ratio", churn.ratio));
-    }
+    // What the cause rests on goes with the reconciles: the write that shows the
+    // churning field, or the error retried.
+    let cause_evidence = match cause {
+        LoopCause::FieldChurn(churn) => {
+            figures.push(("field_churn_ratio", churn.ratio));
+            state.churn_write.as_deref().map(str::to_string)
+        }
+        LoopCause::ErrorRetryStorm => state.last_error.as_deref().map(|e| format!("error: {e}")),
+        _ => None,
+    };
+    let evidence = match cause_evidence {
+        Some(reference) => {
+            let reconciles = state.evidence.as_slice();
+            let older = reconciles.len().saturating_sub(MAX_EVIDENCE - 1);
+            let mut evidence: Vec<String> = reconciles.iter().skip(older).cloned().collect();
+            evidence.push(reference);
+            Cow::Owned(evidence)
+        }
+        None => Cow::Borrowed(state.evidence.as_slice()),
+    };
     Finding {
         cause: cause.name(),
         severity: severity_for(reconciles, f64::from(config.min_reconciles)),
         figures,
-        evidence: Cow::Borrowed(state.evidence.as_slice()),
+        evidence,
         hint: cause.hint(),
         below_threshold: reconciles < f64::from(config.min_reconciles),
     }
@@ -514,6 +558,10 @@ mod tests {
         assert_eq!(signal.cause, "error_retry_storm");
         assert_eq!(signal.figures["error_ratio"], 1.0);
         assert!(signal.hint.contains("backs off exponentially"));
+        assert_eq!(
+            signal.evidence.last().map(String::as_str),
+            Some("error: dial tcp: refused")
+        );
     }
 
     #[test]
@@ -569,6 +617,41 @@ mod tests {
         assert_eq!(signal.cause, "field_churn:status.lastSyncTime");
         assert_eq!(signal.figures["field_churn_ratio"], 1.0);
         assert!(signal.hint.contains("status.lastSyncTime"));
+    }
+
+    #[test]
+    fn the_latest_write_that_shows_the_churn_is_evidence_beside_the_reconciles() {
+        // As an operator's log lines and the API server's audit events of its
+        // writes arrive: the audit events name no reconcile.
+        let events: Vec<Event> = (0..40u64)
+            .flat_map(|n| {
+                let digest = [format!("status.lastSyncTime={n:016x}")];
+                [
+                    Ev::reconcile("w", secs(n), &format!("r{n}"))
+                        .evidence(&format!("pod.log:{n}"))
+                        .into(),
+                    Ev::write("w", secs(n))
+                        .status()
+                        .digest(&digest)
+                        .evidence(&format!("audit a-{n}"))
+                        .into(),
+                ]
+            })
+            .collect();
+        let signals = run(events);
+        let signal = loop_signals(&signals)[0];
+        assert_eq!(signal.cause, "field_churn:status.lastSyncTime");
+        // Fired on the 30th reconcile's line, before its write came.
+        assert_eq!(
+            signal.evidence,
+            [
+                "pod.log:26 reconcile r26",
+                "pod.log:27 reconcile r27",
+                "pod.log:28 reconcile r28",
+                "pod.log:29 reconcile r29",
+                "audit a-28"
+            ]
+        );
     }
 
     #[test]
