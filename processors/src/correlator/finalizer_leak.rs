@@ -220,7 +220,7 @@ impl FinalizerState {
 /// that a controller is there to clean up.
 fn deletion_passed(deletion: Nanos) -> Nanos {
     const SECOND: Nanos = 1_000_000_000;
-    if deletion % SECOND == 0 {
+    if deletion.is_multiple_of(SECOND) {
         deletion.saturating_add(SECOND)
     } else {
         deletion
