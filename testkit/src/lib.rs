@@ -10,9 +10,11 @@
 
 pub mod alertmanager;
 pub mod backend;
+pub mod control_plane;
 pub mod jaeger;
 pub mod loki;
 pub mod mutate;
+pub mod operator_pod;
 pub mod otel_collector;
 pub mod otlp_batches;
 pub mod otlp_grpc;

@@ -238,6 +238,11 @@ impl Opscope {
         took
     }
 
+    /// The file the agent's stdout goes to.
+    pub fn stdout_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("stdout.log")
+    }
+
     /// Everything the agent printed so far.
     pub fn logs(&self) -> String {
         let read = |name: &str| fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();

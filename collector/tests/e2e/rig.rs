@@ -1,0 +1,338 @@
+//! The rig every scenario shares: one opscope agent (OTLP, the pod logs of a node,
+//! the audit webhook, the operators' metrics), a real control plane whose audit
+//! webhook posts to it, the Widget CRD, and the operators started as pods.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use opscope_testkit::backend::{TempDir, free_port, temp_dir};
+use opscope_testkit::control_plane::{ApiClient, ControlPlane};
+use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
+use serde_json::{Value, json};
+
+use crate::common::{Opscope, Ports};
+
+/// The Widget CRD (e2e/crds/widgets.json): status subresource, a status schema
+/// whose `phase` takes only the values a healthy operator writes.
+pub const WIDGET_CRD: &str = include_str!("../../../e2e/crds/widgets.json");
+
+/// Where the operators and servers were built.
+pub struct Binaries {
+    pub etcd: PathBuf,
+    pub apiserver: PathBuf,
+    pub go_operator: PathBuf,
+    pub rust_operator: Option<PathBuf>,
+}
+
+/// A process of an operator: which binary, in which mode, as which pod.
+pub struct OperatorSpec<'a> {
+    /// The namespace the operator runs in (`<scenario>-system`); its Widgets are in
+    /// the scenario's own namespace.
+    pub scenario: &'a str,
+    pub args: &'a [&'a str],
+    pub replica: usize,
+    pub traced: bool,
+    /// The kube-rs operator instead of the controller-runtime one.
+    pub kube_rs: bool,
+    /// Another address for the API server (a fault proxy in front of it).
+    pub server: Option<String>,
+}
+
+pub struct Rig {
+    pub binaries: Binaries,
+    pub control_plane: ControlPlane,
+    pub admin: ApiClient,
+    pub opscope: Opscope,
+    otlp_grpc: String,
+    log_root: TempDir,
+    targets_file: PathBuf,
+    targets: Mutex<Vec<Value>>,
+    /// The agent's checkpoints and targets file.
+    _state: TempDir,
+}
+
+/// The operator's service account: the audit events name it as the actor.
+pub fn operator_user(scenario: &str) -> String {
+    format!("system:serviceaccount:{scenario}-system:widget-operator")
+}
+
+impl Rig {
+    /// Starts opscope, then the control plane (its audit webhook needs opscope up),
+    /// gives each scenario's operator a token, and applies the Widget CRD.
+    pub async fn start(binaries: Binaries, scenarios: &[&str], finalizer_max_age: &str) -> Self {
+        let log_root = temp_dir("e2e-pods");
+        let state = temp_dir("e2e-opscope-state");
+        let targets_file = state.path().join("targets.yaml");
+        fs::write(&targets_file, "[]\n").expect("the targets file");
+        let ports = Ports::free();
+        let audit = format!("127.0.0.1:{}", free_port());
+        let config = agent_config(
+            &ports,
+            &audit,
+            log_root.path(),
+            state.path(),
+            &targets_file,
+            finalizer_max_age,
+        );
+        let opscope = Opscope::start(&config, &ports.health_addr());
+        let users: Vec<String> = scenarios.iter().map(|s| operator_user(s)).collect();
+        let control_plane =
+            ControlPlane::start(&binaries.etcd, &binaries.apiserver, &audit, &users).await;
+        let admin = control_plane.admin();
+        let crd: Value = serde_json::from_str(WIDGET_CRD).expect("the Widget CRD is JSON");
+        admin.apply_crd(&crd).await;
+        Self {
+            binaries,
+            control_plane,
+            admin,
+            otlp_grpc: ports.grpc_url(),
+            opscope,
+            log_root,
+            targets_file,
+            _state: state,
+            targets: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Starts an operator process as a pod of `<scenario>-system`, watching the
+    /// scenario's namespace, with its metrics scraped by opscope.
+    pub fn start_operator(&self, spec: &OperatorSpec<'_>) -> OperatorPod {
+        let operator_namespace = format!("{}-system", spec.scenario);
+        let identity =
+            PodIdentity::of_deployment(&operator_namespace, "widget-operator", spec.replica);
+        let user = operator_user(spec.scenario);
+        let mut kubeconfig = self.control_plane.kubeconfig(&user);
+        if let Some(server) = &spec.server {
+            kubeconfig = self.kubeconfig_through(&kubeconfig, server, spec);
+        }
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let mut command = if spec.kube_rs {
+            let binary = self
+                .binaries
+                .rust_operator
+                .as_ref()
+                .expect("the kube-rs operator is built");
+            Command::new(binary)
+        } else {
+            let mut command = Command::new(&self.binaries.go_operator);
+            command.arg(format!("--metrics-addr={metrics}"));
+            command
+        };
+        command
+            .arg(format!("--watch-namespace={}", spec.scenario))
+            .arg(format!("--pod-namespace={operator_namespace}"))
+            .arg(format!("--pod-name={}", identity.pod))
+            .arg("--operator=widget-operator")
+            .args(spec.args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+        if spec.traced {
+            command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &self.otlp_grpc);
+        }
+        let pod = OperatorPod::start(command, identity.clone(), self.log_root.path());
+        if !spec.kube_rs {
+            self.scrape(&metrics, &identity);
+        }
+        pod
+    }
+
+    /// A copy of `kubeconfig` whose server is `server` (same CA and token).
+    fn kubeconfig_through(
+        &self,
+        kubeconfig: &Path,
+        server: &str,
+        spec: &OperatorSpec<'_>,
+    ) -> PathBuf {
+        let text = fs::read_to_string(kubeconfig).expect("the operator's kubeconfig");
+        let text = text.replace(&self.control_plane.url(), server);
+        let path = self
+            .log_root
+            .path()
+            .join(format!("{}-{}.kubeconfig", spec.scenario, spec.replica));
+        fs::write(&path, text).expect("the proxied kubeconfig");
+        path
+    }
+
+    /// Adds `address` to the targets file opscope follows, with the pod's names.
+    fn scrape(&self, address: &str, identity: &PodIdentity) {
+        let mut targets = self.targets.lock().expect("the targets");
+        targets.push(json!({
+            "targets": [address],
+            "labels": {
+                "operator.name": "widget-operator",
+                "k8s.namespace.name": identity.namespace,
+                "k8s.pod.name": identity.pod,
+            }
+        }));
+        let text = serde_json::to_string(&*targets).expect("targets as JSON");
+        let partial = self.targets_file.with_extension("partial");
+        fs::write(&partial, text).expect("write the targets");
+        fs::rename(&partial, &self.targets_file).expect("replace the targets");
+    }
+
+    /// Every signal change opscope printed so far (its debug exporter's JSON lines).
+    pub fn signals(&self) -> Vec<Value> {
+        let stdout = fs::read_to_string(self.opscope.stdout_path()).unwrap_or_default();
+        stdout
+            .lines()
+            .filter(|line| line.starts_with('{'))
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|value| value.get("signal").is_some())
+            .collect()
+    }
+
+    /// The signal changes of objects in `namespace`.
+    pub fn signals_in(&self, namespace: &str) -> Vec<Value> {
+        self.signals()
+            .into_iter()
+            .filter(|signal| signal["object"]["namespace"] == namespace)
+            .collect()
+    }
+
+    /// Waits up to `limit` for a signal change of `namespace` that `wanted` accepts.
+    pub async fn wait_for_signal(
+        &self,
+        namespace: &str,
+        limit: Duration,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(signal) = self.signals_in(namespace).into_iter().find(|s| wanted(s)) {
+                return Some(signal);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The API server's `apiserver_request_total` for Widgets' `status` subresource.
+    pub async fn status_requests(&self) -> f64 {
+        let metrics = self.admin.get_text("/metrics").await.unwrap_or_default();
+        opscope_testkit::control_plane::sum_samples(
+            &metrics,
+            "apiserver_request_total",
+            &[("resource", "widgets"), ("subresource", "status")],
+        )
+    }
+
+    /// Creates the scenario's namespaces (its own and its operator's).
+    pub async fn namespaces(&self, scenario: &str) {
+        self.admin.create_namespace(scenario).await;
+        self.admin
+            .create_namespace(&format!("{scenario}-system"))
+            .await;
+    }
+
+    /// Creates Widget `name` in `namespace` with `spec`.
+    pub async fn create_widget(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: Value,
+    ) -> Result<Value, String> {
+        let widget = json!({
+            "apiVersion": "e2e.opscope.dev/v1",
+            "kind": "Widget",
+            "metadata": { "name": name },
+            "spec": spec,
+        });
+        self.admin
+            .create(&widgets(namespace), &widget)
+            .await
+            .map_err(|error| format!("creating widget {namespace}/{name}: {error}"))
+    }
+
+    pub async fn widget(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.admin
+            .get(&format!("{}/{name}", widgets(namespace)))
+            .await
+            .ok()
+    }
+
+    pub async fn patch_widget(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: Value,
+    ) -> Result<(), String> {
+        self.admin
+            .merge_patch(&format!("{}/{name}", widgets(namespace)), &patch)
+            .await
+            .map(drop)
+            .map_err(|error| format!("patching widget {namespace}/{name}: {error}"))
+    }
+
+    pub async fn delete_widget(&self, namespace: &str, name: &str) -> Result<(), String> {
+        self.admin
+            .delete(&format!("{}/{name}", widgets(namespace)))
+            .await
+            .map_err(|error| format!("deleting widget {namespace}/{name}: {error}"))
+    }
+}
+
+pub fn widgets(namespace: &str) -> String {
+    format!("/apis/e2e.opscope.dev/v1/namespaces/{namespace}/widgets")
+}
+
+fn agent_config(
+    ports: &Ports,
+    audit: &str,
+    log_root: &Path,
+    state: &Path,
+    targets_file: &Path,
+    finalizer_max_age: &str,
+) -> String {
+    format!(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: 127.0.0.1:{grpc} }}
+  filelog:
+    include: ["{log_root}/*/*/*.log"]
+    namespaces: ["*-system"]
+    start_at: beginning
+    storage: {state}/filelog
+    poll_interval: 200ms
+  k8s_audit:
+    endpoint: {audit}
+  prometheus_scrape:
+    targets_file: {targets_file}
+    interval: 5s
+processors:
+  operator_tagger: {{}}
+  correlator: {{ finalizer_leak: {{ max_age: {finalizer_max_age} }} }}
+  batch: {{ timeout: 200ms }}
+exporters:
+  debug: {{ verbosity: detailed }}
+  prometheus: {{ endpoint: 127.0.0.1:{prometheus} }}
+connectors:
+  operator_metrics: {{}}
+extensions:
+  health_check: {{ endpoint: 127.0.0.1:{health} }}
+service:
+  extensions: [health_check]
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics] }}
+    logs: {{ receivers: [otlp, filelog, k8s_audit], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics] }}
+    metrics: {{ receivers: [prometheus_scrape, operator_metrics], processors: [operator_tagger, correlator, batch], exporters: [prometheus] }}
+    signals: {{ exporters: [debug, prometheus] }}
+  telemetry:
+    metrics: {{ address: 127.0.0.1:{metrics} }}
+"#,
+        grpc = ports.grpc,
+        health = ports.health,
+        metrics = ports.metrics,
+        prometheus = ports.http,
+        log_root = log_root.display(),
+        state = state.display(),
+        targets_file = targets_file.display(),
+    )
+}

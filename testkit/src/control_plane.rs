@@ -1,0 +1,483 @@
+//! A real Kubernetes control plane on loopback for the end-to-end scenarios: etcd and
+//! kube-apiserver as `testkit/backends/build` builds them from their modules, serving
+//! with a CA of the test's own, static tokens for the operators, AlwaysAllow, and the
+//! audit webhook backend (writes at `RequestResponse`, batches of at most 1 s) posting
+//! to an address the test gives, where opscope's `k8s_audit` receiver listens.
+
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::prelude::{BASE64_STANDARD, Engine as _};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use serde_json::Value;
+
+use crate::backend::{ServerProcess, TempDir, built_or_skip, free_port, temp_dir};
+
+/// kube-apiserver takes longer than the other servers to be ready: it installs its
+/// default objects (priority levels, RBAC roles) before `/readyz` answers.
+const APISERVER_PATIENCE: Duration = Duration::from_secs(90);
+
+/// Writes the audit policy logs with their bodies; reads are left out (a hot loop's
+/// evidence is its writes, and every list and watch would only add load).
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    resources:
+      - { group: coordination.k8s.io, resources: [leases] }
+      - { group: "", resources: [events] }
+  - level: RequestResponse
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+"#;
+
+/// The user the test itself acts as (group `system:masters`).
+const ADMIN_USER: &str = "e2e-admin";
+
+/// The built `etcd` and `kube-apiserver`, or `None` (with the reason printed) when
+/// the running test may skip.
+pub fn control_plane_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let etcd = built_or_skip("etcd", "etcd")?;
+    let apiserver = built_or_skip("kube-apiserver", "kube-apiserver")?;
+    Some((etcd, apiserver))
+}
+
+/// etcd and kube-apiserver on free loopback ports; both killed on drop.
+pub struct ControlPlane {
+    _etcd: ServerProcess,
+    apiserver: Option<Child>,
+    apiserver_command: Vec<String>,
+    apiserver_binary: PathBuf,
+    port: u16,
+    ca_pem: String,
+    tokens: Vec<(String, String)>,
+    dir: TempDir,
+}
+
+impl ControlPlane {
+    /// Starts etcd, then kube-apiserver with a static token for each of `users` (and
+    /// the test's own admin), its audit webhook posting to `http://{audit_webhook}/`,
+    /// and waits until `/readyz` answers.
+    pub async fn start(
+        etcd: &Path,
+        apiserver: &Path,
+        audit_webhook: &str,
+        users: &[String],
+    ) -> Self {
+        let etcd_process = start_etcd(etcd).await;
+        let etcd_url = etcd_process.url("");
+        let dir = temp_dir("kube-apiserver");
+        let pki = write_pki(dir.path());
+        let mut tokens = vec![(ADMIN_USER.to_string(), token_for(ADMIN_USER))];
+        tokens.extend(users.iter().map(|user| (user.clone(), token_for(user))));
+        let token_file = tokens
+            .iter()
+            .map(|(user, token)| {
+                let groups = if user == ADMIN_USER {
+                    "system:masters"
+                } else {
+                    "system:serviceaccounts"
+                };
+                format!("{token},{user},{user},\"{groups}\"\n")
+            })
+            .collect::<String>();
+        write(dir.path(), "tokens.csv", &token_file);
+        write(dir.path(), "audit-policy.yaml", AUDIT_POLICY);
+        write(
+            dir.path(),
+            "audit-webhook.kubeconfig",
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n  - name: opscope\n    cluster: {{ server: \"http://{audit_webhook}/\" }}\n\
+                 contexts:\n  - name: opscope\n    context: {{ cluster: opscope, user: \"\" }}\ncurrent-context: opscope\nusers: []\n"
+            ),
+        );
+        let port = free_port();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        let apiserver_command = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", path("apiserver.crt")),
+            format!("--tls-private-key-file={}", path("apiserver.key")),
+            format!("--cert-dir={}", path("certs")),
+            format!("--token-auth-file={}", path("tokens.csv")),
+            "--authorization-mode=AlwaysAllow".into(),
+            format!(
+                "--service-account-key-file={}",
+                path("service-accounts.pub")
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                path("service-accounts.key")
+            ),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            "--endpoint-reconciler-type=none".into(),
+            format!("--audit-policy-file={}", path("audit-policy.yaml")),
+            format!(
+                "--audit-webhook-config-file={}",
+                path("audit-webhook.kubeconfig")
+            ),
+            "--audit-webhook-batch-max-wait=1s".into(),
+            "--profiling=false".into(),
+        ];
+        let mut control_plane = Self {
+            _etcd: etcd_process,
+            apiserver: None,
+            apiserver_command,
+            apiserver_binary: apiserver.to_path_buf(),
+            port,
+            ca_pem: pki,
+            tokens,
+            dir,
+        };
+        control_plane.start_apiserver().await;
+        control_plane
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The CA that signed the API server's certificate, as PEM.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Writes a kubeconfig for `user` (one of those given at start) into the control
+    /// plane's directory and returns its path.
+    pub fn kubeconfig(&self, user: &str) -> PathBuf {
+        let token = self.token(user);
+        let ca = BASE64_STANDARD.encode(self.ca_pem.as_bytes());
+        let file = format!("{}.kubeconfig", user.replace(':', "_"));
+        write(
+            self.dir.path(),
+            &file,
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n  - name: e2e\n    cluster:\n      server: {url}\n      certificate-authority-data: {ca}\n\
+                 users:\n  - name: user\n    user:\n      token: {token}\ncontexts:\n  - name: e2e\n    context: {{ cluster: e2e, user: user }}\n\
+                 current-context: e2e\n",
+                url = self.url()
+            ),
+        );
+        self.dir.path().join(file)
+    }
+
+    /// A client acting as the test's admin.
+    pub fn admin(&self) -> ApiClient {
+        ApiClient::new(&self.url(), &self.ca_pem, &self.token(ADMIN_USER))
+    }
+
+    fn token(&self, user: &str) -> String {
+        self.tokens
+            .iter()
+            .find(|(known, _)| known == user)
+            .map(|(_, token)| token.clone())
+            .unwrap_or_else(|| panic!("{user} was not given a token at start"))
+    }
+
+    /// Kills kube-apiserver (etcd keeps running), as a control-plane outage does.
+    pub fn kill_apiserver(&mut self) {
+        if let Some(mut child) = self.apiserver.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts kube-apiserver (again) on the same port, and waits until it is ready.
+    pub async fn start_apiserver(&mut self) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("kube-apiserver.log"))
+            .expect("the kube-apiserver log");
+        let child = Command::new(&self.apiserver_binary)
+            .args(&self.apiserver_command)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("a second log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| panic!("kube-apiserver does not start: {error}"));
+        self.apiserver = Some(child);
+        let admin = self.admin();
+        let deadline = Instant::now() + APISERVER_PATIENCE;
+        loop {
+            if let Some(Ok(Some(status))) = self.apiserver.as_mut().map(Child::try_wait) {
+                panic!("kube-apiserver exited ({status}):\n{}", self.log_tail());
+            }
+            if admin.get_text("/readyz").await.is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kube-apiserver not ready within {APISERVER_PATIENCE:?}:\n{}",
+                self.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The last 30 lines kube-apiserver logged.
+    pub fn log_tail(&self) -> String {
+        let log =
+            fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+        format!("--- kube-apiserver log (tail) ---\n{tail}")
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.kill_apiserver();
+    }
+}
+
+async fn start_etcd(binary: &Path) -> ServerProcess {
+    let dir = temp_dir("etcd");
+    let (client, peer) = (free_port(), free_port());
+    let mut command = Command::new(binary);
+    command.args([
+        "--name=e2e".to_string(),
+        format!("--data-dir={}", dir.path().join("data").display()),
+        format!("--listen-client-urls=http://127.0.0.1:{client}"),
+        format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-cluster=e2e=http://127.0.0.1:{peer}"),
+        // The data is thrown away after the test: durability would only cost time.
+        "--unsafe-no-fsync".into(),
+        "--log-level=warn".into(),
+    ]);
+    ServerProcess::start_ready_at(
+        "etcd",
+        command,
+        format!("http://127.0.0.1:{client}"),
+        "/health",
+        dir,
+    )
+    .await
+}
+
+/// Writes the serving certificate (signed by a CA of its own) and the service-account
+/// signing key into `dir`; returns the CA's PEM.
+fn write_pki(dir: &Path) -> String {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "e2e kubernetes CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
+        .expect("the CA certificate");
+    let mut params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "kubernetes.default.svc".to_string(),
+    ])
+    .expect("serving params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().expect("serving key");
+    let certificate = params.signed_by(&key, &ca).expect("sign the serving cert");
+    write(dir, "apiserver.crt", &certificate.pem());
+    write(dir, "apiserver.key", &key.serialize_pem());
+    let signing = KeyPair::generate().expect("service-account key");
+    write(dir, "service-accounts.key", &signing.serialize_pem());
+    write(dir, "service-accounts.pub", &signing.public_key_pem());
+    ca.pem()
+}
+
+fn write(dir: &Path, name: &str, content: &str) {
+    let mut file = File::create(dir.join(name)).expect("a control-plane file");
+    file.write_all(content.as_bytes())
+        .expect("write a control-plane file");
+}
+
+/// A token no other user shares; static tokens are read once at start.
+fn token_for(user: &str) -> String {
+    use std::hash::{BuildHasher, RandomState};
+    format!("{:016x}", RandomState::new().hash_one(user))
+}
+
+/// The API server's REST interface as one user sees it: JSON in and out.
+#[derive(Clone)]
+pub struct ApiClient {
+    base: String,
+    http: reqwest::Client,
+    token: String,
+}
+
+/// An answer other than 2xx: its status and body.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: u16,
+    pub body: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status, self.body)
+    }
+}
+
+impl ApiClient {
+    pub fn new(base: &str, ca_pem: &str, token: &str) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("the CA as PEM");
+        let http = reqwest::Client::builder()
+            .add_root_certificate(ca)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("an HTTPS client");
+        Self {
+            base: base.to_string(),
+            http,
+            token: token.to_string(),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(&str, &Value)>,
+    ) -> Result<String, ApiError> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some((content_type, body)) = body {
+            request = request
+                .header("Content-Type", content_type)
+                .body(body.to_string());
+        }
+        let answer = request.send().await.map_err(|error| ApiError {
+            status: 0,
+            body: error.to_string(),
+        })?;
+        let status = answer.status().as_u16();
+        let text = answer.text().await.unwrap_or_default();
+        if (200..300).contains(&status) {
+            Ok(text)
+        } else {
+            Err(ApiError { status, body: text })
+        }
+    }
+
+    /// `GET path`, the body as text (`/metrics`, `/readyz`).
+    pub async fn get_text(&self, path: &str) -> Result<String, ApiError> {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
+        let text = self.get_text(path).await?;
+        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// `POST collection` of `object`.
+    pub async fn create(&self, collection: &str, object: &Value) -> Result<Value, ApiError> {
+        let text = self
+            .send(
+                reqwest::Method::POST,
+                collection,
+                Some(("application/json", object)),
+            )
+            .await?;
+        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// A JSON merge patch of the object at `path`.
+    pub async fn merge_patch(&self, path: &str, patch: &Value) -> Result<Value, ApiError> {
+        let text = self
+            .send(
+                reqwest::Method::PATCH,
+                path,
+                Some(("application/merge-patch+json", patch)),
+            )
+            .await?;
+        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn delete(&self, path: &str) -> Result<(), ApiError> {
+        self.send(reqwest::Method::DELETE, path, None)
+            .await
+            .map(drop)
+    }
+
+    /// Creates the CustomResourceDefinition `crd` and waits until it is established.
+    pub async fn apply_crd(&self, crd: &Value) {
+        const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+        match self.create(CRDS, crd).await {
+            Ok(_) => {}
+            Err(error) if error.status == 409 => {}
+            Err(error) => panic!("the CRD is refused: {error}"),
+        }
+        let name = crd["metadata"]["name"].as_str().expect("the CRD's name");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let established = self
+                .get(&format!("{CRDS}/{name}"))
+                .await
+                .ok()
+                .and_then(|crd| {
+                    crd["status"]["conditions"].as_array().map(|conditions| {
+                        conditions
+                            .iter()
+                            .any(|c| c["type"] == "Established" && c["status"] == "True")
+                    })
+                })
+                .unwrap_or(false);
+            if established {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "CRD {name} not established in 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Creates the namespace `name` (an existing one is fine).
+    pub async fn create_namespace(&self, name: &str) {
+        let namespace = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
+        });
+        match self.create("/api/v1/namespaces", &namespace).await {
+            Ok(_) => {}
+            Err(error) if error.status == 409 => {}
+            Err(error) => panic!("namespace {name} is refused: {error}"),
+        }
+    }
+}
+
+/// The sum of the samples of `family` in a text exposition whose labels include all
+/// of `wanted` (`apiserver_request_total` of one resource and subresource, say).
+pub fn sum_samples(exposition: &str, family: &str, wanted: &[(&str, &str)]) -> f64 {
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+            (name == family
+                && wanted
+                    .iter()
+                    .all(|(key, value)| labels.contains(&format!("{key}=\"{value}\""))))
+            .then(|| value.parse::<f64>().ok())
+            .flatten()
+        })
+        .sum()
+}
