@@ -8,6 +8,7 @@ use std::fs::{self, File};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::prelude::{BASE64_STANDARD, Engine as _};
@@ -52,7 +53,7 @@ pub fn control_plane_or_skip() -> Option<(PathBuf, PathBuf)> {
 /// etcd and kube-apiserver on free loopback ports; both killed on drop.
 pub struct ControlPlane {
     _etcd: ServerProcess,
-    apiserver: Option<Child>,
+    apiserver: Mutex<Option<Child>>,
     apiserver_command: Vec<String>,
     apiserver_binary: PathBuf,
     port: u16,
@@ -129,9 +130,9 @@ impl ControlPlane {
             "--audit-webhook-batch-max-wait=1s".into(),
             "--profiling=false".into(),
         ];
-        let mut control_plane = Self {
+        let control_plane = Self {
             _etcd: etcd_process,
-            apiserver: None,
+            apiserver: Mutex::new(None),
             apiserver_command,
             apiserver_binary: apiserver.to_path_buf(),
             port,
@@ -146,6 +147,11 @@ impl ControlPlane {
     /// `https://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// `127.0.0.1:<port>`, for a proxy in front of it.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// The CA that signed the API server's certificate, as PEM.
@@ -186,15 +192,26 @@ impl ControlPlane {
     }
 
     /// Kills kube-apiserver (etcd keeps running), as a control-plane outage does.
-    pub fn kill_apiserver(&mut self) {
-        if let Some(mut child) = self.apiserver.take() {
+    pub fn kill_apiserver(&self) {
+        let running = self
+            .apiserver
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mut child) = running {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 
+    /// Whether kube-apiserver has exited since it was started.
+    fn apiserver_exited(&self) -> Option<std::process::ExitStatus> {
+        let mut running = self.apiserver.lock().ok()?;
+        running.as_mut()?.try_wait().ok().flatten()
+    }
+
     /// Starts kube-apiserver (again) on the same port, and waits until it is ready.
-    pub async fn start_apiserver(&mut self) {
+    pub async fn start_apiserver(&self) {
         let log = File::options()
             .create(true)
             .append(true)
@@ -207,11 +224,15 @@ impl ControlPlane {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|error| panic!("kube-apiserver does not start: {error}"));
-        self.apiserver = Some(child);
+        // A poisoned lock only means a test panicked while holding it.
+        *self
+            .apiserver
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(child);
         let admin = self.admin();
         let deadline = Instant::now() + APISERVER_PATIENCE;
         loop {
-            if let Some(Ok(Some(status))) = self.apiserver.as_mut().map(Child::try_wait) {
+            if let Some(status) = self.apiserver_exited() {
                 panic!("kube-apiserver exited ({status}):\n{}", self.log_tail());
             }
             if admin.get_text("/readyz").await.is_ok() {

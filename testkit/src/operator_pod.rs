@@ -104,7 +104,9 @@ impl OperatorPod {
 
     /// The process's own lines so far (the CRI prefix taken off), the last `count`.
     pub fn log_tail(&self, count: usize) -> String {
-        let log = fs::read_to_string(&self.log_path).unwrap_or_default();
+        // Lossy: a line may be half written while it is read.
+        let log = fs::read(&self.log_path).unwrap_or_default();
+        let log = String::from_utf8_lossy(&log);
         let lines: Vec<&str> = log
             .lines()
             .map(|line| line.splitn(4, ' ').nth(3).unwrap_or(line))

@@ -11,6 +11,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod proxy;
 mod rig;
 mod scenarios;
 
@@ -133,14 +134,15 @@ async fn run(binaries: Binaries, chosen: Vec<&'static scenarios::Scenario>) -> u
         eprintln!("--- every signal change opscope printed ---");
         for signal in rig.signals() {
             eprintln!(
-                "{} {} {}/{} {} {} figures {}",
+                "{} {} {}/{} {} {} figures {} evidence {}",
                 signal["last_seen"],
                 signal["signal"],
                 signal["object"]["namespace"],
                 signal["object"]["name"],
                 signal["state"],
                 signal["cause"],
-                signal["figures"]
+                signal["figures"],
+                signal["evidence"]
             );
         }
         eprintln!("{}", rig.control_plane.log_tail());

@@ -8,12 +8,15 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use opscope_testkit::alertmanager::{Alertmanager, alertmanager_built_or_skip};
 use opscope_testkit::backend::{TempDir, free_port, temp_dir};
 use opscope_testkit::control_plane::{ApiClient, ControlPlane};
+use opscope_testkit::jaeger::{Jaeger, jaeger_or_skip};
 use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
+use opscope_testkit::prometheus::{PrometheusServer, prometheus3_or_skip};
 use serde_json::{Value, json};
 
-use crate::common::{Opscope, Ports};
+use crate::common::{Opscope, Ports, http_get};
 
 /// The Widget CRD (e2e/crds/widgets.json): status subresource, a status schema
 /// whose `phase` takes only the values a healthy operator writes.
@@ -34,24 +37,66 @@ pub struct OperatorSpec<'a> {
     pub scenario: &'a str,
     pub args: &'a [&'a str],
     pub replica: usize,
-    pub traced: bool,
+    pub sources: Sources,
     /// The kube-rs operator instead of the controller-runtime one.
     pub kube_rs: bool,
     /// Another address for the API server (a fault proxy in front of it).
     pub server: Option<String>,
 }
 
+/// The stores and alerting opscope fans out to, as a platform team runs them: Jaeger
+/// (traces and signal spans), Prometheus 3 (scraping opscope's signal series) and
+/// Alertmanager 0.35.
+pub struct Backends {
+    pub jaeger: Jaeger,
+    pub prometheus: PrometheusServer,
+    pub alertmanager: Alertmanager,
+}
+
+impl Backends {
+    /// The three, when they are built (else `None`, with the reason printed; required
+    /// under `OPSCOPE_REQUIRE_BACKENDS=1`); Prometheus scrapes `scrape_target`.
+    async fn start(scrape_target: &str) -> Option<Self> {
+        let jaeger = jaeger_or_skip()?;
+        let prometheus = prometheus3_or_skip()?;
+        let alertmanager = alertmanager_built_or_skip()?;
+        Some(Self {
+            jaeger: Jaeger::start(&jaeger).await,
+            prometheus: PrometheusServer::start(&prometheus, scrape_target).await,
+            alertmanager: Alertmanager::start(&alertmanager).await,
+        })
+    }
+}
+
+/// Which of its telemetry reaches opscope.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Sources {
+    /// Traces, pod logs and audit events, as in a cluster with all three.
+    All,
+    /// Traces only, as on a managed cluster (no audit webhook) whose agent does not
+    /// tail this operator's namespace: its pod runs outside the `*-system` namespaces
+    /// the agent tails, and it authenticates as a user that is no service account,
+    /// whose events the `k8s_audit` receiver does not keep.
+    TracesOnly,
+}
+
+/// The user of the operators whose audit events opscope drops.
+const UNAUDITED_USER: &str = "e2e-unaudited-operator";
+
 pub struct Rig {
     pub binaries: Binaries,
     pub control_plane: ControlPlane,
     pub admin: ApiClient,
     pub opscope: Opscope,
+    pub backends: Option<Backends>,
     otlp_grpc: String,
     log_root: TempDir,
     targets_file: PathBuf,
     targets: Mutex<Vec<Value>>,
     /// The agent's checkpoints and targets file.
-    _state: TempDir,
+    state: TempDir,
+    /// opscope's health endpoint.
+    health: String,
 }
 
 /// The operator's service account: the audit events name it as the actor.
@@ -63,22 +108,41 @@ impl Rig {
     /// Starts opscope, then the control plane (its audit webhook needs opscope up),
     /// gives each scenario's operator a token, and applies the Widget CRD.
     pub async fn start(binaries: Binaries, scenarios: &[&str], finalizer_max_age: &str) -> Self {
-        let log_root = temp_dir("e2e-pods");
+        let mut log_root = temp_dir("e2e-pods");
+        // For a look at the pods' logs after a run: OPSCOPE_E2E_KEEP=1 keeps them.
+        if std::env::var("OPSCOPE_E2E_KEEP").is_ok_and(|keep| keep == "1") {
+            log_root.disable_cleanup(true);
+            eprintln!(
+                "e2e: the pods' logs are kept in {}",
+                log_root.path().display()
+            );
+        }
         let state = temp_dir("e2e-opscope-state");
         let targets_file = state.path().join("targets.yaml");
         fs::write(&targets_file, "[]\n").expect("the targets file");
         let ports = Ports::free();
         let audit = format!("127.0.0.1:{}", free_port());
+        // opscope's Prometheus endpoint is on the `http` port: this agent takes OTLP
+        // over gRPC only.
+        let backends = Backends::start(&format!("127.0.0.1:{}", ports.http)).await;
         let config = agent_config(
             &ports,
             &audit,
-            log_root.path(),
-            state.path(),
-            &targets_file,
+            &Places {
+                log_root: log_root.path(),
+                state: state.path(),
+                targets_file: &targets_file,
+            },
+            backends.as_ref(),
             finalizer_max_age,
         );
         let opscope = Opscope::start(&config, &ports.health_addr());
-        let users: Vec<String> = scenarios.iter().map(|s| operator_user(s)).collect();
+        // Each scenario may run a twin (`<scenario>-backoff`) as a second operator.
+        let users: Vec<String> = scenarios
+            .iter()
+            .flat_map(|s| [operator_user(s), operator_user(&format!("{s}-backoff"))])
+            .chain([UNAUDITED_USER.to_string()])
+            .collect();
         let control_plane =
             ControlPlane::start(&binaries.etcd, &binaries.apiserver, &audit, &users).await;
         let admin = control_plane.admin();
@@ -90,9 +154,11 @@ impl Rig {
             admin,
             otlp_grpc: ports.grpc_url(),
             opscope,
+            backends,
             log_root,
             targets_file,
-            _state: state,
+            state,
+            health: ports.health_addr(),
             targets: Mutex::new(Vec::new()),
         }
     }
@@ -100,10 +166,15 @@ impl Rig {
     /// Starts an operator process as a pod of `<scenario>-system`, watching the
     /// scenario's namespace, with its metrics scraped by opscope.
     pub fn start_operator(&self, spec: &OperatorSpec<'_>) -> OperatorPod {
-        let operator_namespace = format!("{}-system", spec.scenario);
+        let (operator_namespace, user) = match spec.sources {
+            Sources::All => (
+                format!("{}-system", spec.scenario),
+                operator_user(spec.scenario),
+            ),
+            Sources::TracesOnly => (format!("{}-untailed", spec.scenario), UNAUDITED_USER.into()),
+        };
         let identity =
             PodIdentity::of_deployment(&operator_namespace, "widget-operator", spec.replica);
-        let user = operator_user(spec.scenario);
         let mut kubeconfig = self.control_plane.kubeconfig(&user);
         if let Some(server) = &spec.server {
             kubeconfig = self.kubeconfig_through(&kubeconfig, server, spec);
@@ -129,15 +200,27 @@ impl Rig {
             .args(spec.args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
-        if spec.traced {
-            command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &self.otlp_grpc);
-        }
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &self.otlp_grpc);
         let pod = OperatorPod::start(command, identity.clone(), self.log_root.path());
         if !spec.kube_rs {
             self.scrape(&metrics, &identity);
         }
         pod
+    }
+
+    /// Starts a process that is not an operator (a webhook server) as pod `identity`.
+    pub fn start_process(&self, command: Command, identity: PodIdentity) -> OperatorPod {
+        OperatorPod::start(command, identity, self.log_root.path())
+    }
+
+    /// A path for a scratch file of a scenario's, removed with the rig.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        self.state.path().join(name)
+    }
+
+    /// Whether opscope answers `/healthz` with 200.
+    pub fn opscope_healthy(&self) -> bool {
+        http_get(&self.health, "/healthz").is_ok_and(|answer| answer.status == 200)
     }
 
     /// A copy of `kubeconfig` whose server is `server` (same CA and token).
@@ -281,14 +364,32 @@ pub fn widgets(namespace: &str) -> String {
     format!("/apis/e2e.opscope.dev/v1/namespaces/{namespace}/widgets")
 }
 
+/// Where the agent reads pod logs and keeps its state.
+struct Places<'a> {
+    log_root: &'a Path,
+    state: &'a Path,
+    targets_file: &'a Path,
+}
+
 fn agent_config(
     ports: &Ports,
     audit: &str,
-    log_root: &Path,
-    state: &Path,
-    targets_file: &Path,
+    places: &Places<'_>,
+    backends: Option<&Backends>,
     finalizer_max_age: &str,
 ) -> String {
+    let (exporters, traces_to, signals_to) = match backends {
+        Some(backends) => (
+            format!(
+                "  otlp/jaeger: {{ endpoint: {}, tls: {{ insecure: true }} }}\n  alertmanager: {{ endpoint: {}, resend_interval: 5s }}\n",
+                backends.jaeger.otlp_grpc_endpoint(),
+                backends.alertmanager.url(),
+            ),
+            ", otlp/jaeger",
+            ", otlp/jaeger, alertmanager",
+        ),
+        None => (String::new(), "", ""),
+    };
     format!(
         r#"
 receivers:
@@ -313,17 +414,17 @@ processors:
 exporters:
   debug: {{ verbosity: detailed }}
   prometheus: {{ endpoint: 127.0.0.1:{prometheus} }}
-connectors:
+{exporters}connectors:
   operator_metrics: {{}}
 extensions:
   health_check: {{ endpoint: 127.0.0.1:{health} }}
 service:
   extensions: [health_check]
   pipelines:
-    traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics] }}
+    traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics{traces_to}] }}
     logs: {{ receivers: [otlp, filelog, k8s_audit], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics] }}
     metrics: {{ receivers: [prometheus_scrape, operator_metrics], processors: [operator_tagger, correlator, batch], exporters: [prometheus] }}
-    signals: {{ exporters: [debug, prometheus] }}
+    signals: {{ exporters: [debug, prometheus{signals_to}] }}
   telemetry:
     metrics: {{ address: 127.0.0.1:{metrics} }}
 "#,
@@ -331,8 +432,8 @@ service:
         health = ports.health,
         metrics = ports.metrics,
         prometheus = ports.http,
-        log_root = log_root.display(),
-        state = state.display(),
-        targets_file = targets_file.display(),
+        log_root = places.log_root.display(),
+        state = places.state.display(),
+        targets_file = places.targets_file.display(),
     )
 }

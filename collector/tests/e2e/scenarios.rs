@@ -8,7 +8,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::rig::{OperatorSpec, Rig};
+use base64::prelude::{BASE64_STANDARD, Engine as _};
+use opscope_testkit::alertmanager::labels;
+use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
+
+use crate::common;
+use crate::proxy::{Fault, FaultProxy};
+use crate::rig::{OperatorSpec, Rig, Sources};
 
 /// How long after its start a scenario's signal may take: the issue's promise.
 const DETECTION: Duration = Duration::from_secs(30);
@@ -46,6 +52,7 @@ macro_rules! scenario {
 pub static SCENARIOS: &[Scenario] = &[
     scenario!("timestamp-loop", timestamp_loop),
     scenario!("kube-rs-timestamp-loop", kube_rs_timestamp_loop),
+    scenario!("traces-only-timestamp-loop", traces_only_timestamp_loop),
     scenario!("fixed", fixed),
     scenario!("two-replicas", two_replicas),
     scenario!("stuck-finalizer", stuck_finalizer),
@@ -53,6 +60,11 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!("fixed-requeue", fixed_requeue),
     scenario!("backoff", backoff),
     scenario!("schema-rejection", schema_rejection),
+    scenario!("webhook-timeout", webhook_timeout),
+    scenario!("proxy-latency", proxy_latency),
+    scenario!("proxy-refused", proxy_refused),
+    scenario!("proxy-reset", proxy_reset),
+    scenario!("apiserver-outage", apiserver_outage, true),
 ];
 
 fn spec<'a>(scenario: &'a str, args: &'a [&'a str]) -> OperatorSpec<'a> {
@@ -60,7 +72,7 @@ fn spec<'a>(scenario: &'a str, args: &'a [&'a str]) -> OperatorSpec<'a> {
         scenario,
         args,
         replica: 0,
-        traced: true,
+        sources: Sources::All,
         kube_rs: false,
         server: None,
     }
@@ -90,9 +102,10 @@ fn evidence<'a>(signal: &'a Value, kind: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// The evidence leads somewhere real: an audit event of the API server (its UUID)
-/// and a reconcile the operator itself logged (its id in the pod's log).
-fn check_evidence(signal: &Value, operator_log: &str) -> Result<(), String> {
+/// The evidence leads somewhere real: an audit event of the API server (its UUID),
+/// and each reconcile to a line of the operator's log or, when it names a trace (a
+/// sampling logger leaves reconciles out of the log), to that trace in Jaeger.
+async fn check_evidence(rig: &Rig, signal: &Value, operator_log: &str) -> Result<String, String> {
     let audited = evidence(signal, "audit").iter().any(|reference| {
         let id = reference.split_whitespace().nth(1).unwrap_or_default();
         id.len() == 36 && id.matches('-').count() == 4
@@ -103,20 +116,137 @@ fn check_evidence(signal: &Value, operator_log: &str) -> Result<(), String> {
             signal["evidence"]
         ));
     }
-    let logged = signal["evidence"]
+    let (mut in_log, mut in_jaeger) = (0, 0);
+    for reference in signal["evidence"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter_map(|reference| reference.split("reconcile ").nth(1))
-        .any(|id| operator_log.contains(id));
-    if !logged {
+    {
+        let Some(reconcile) = reference.split("reconcile ").nth(1) else {
+            continue;
+        };
+        if operator_log.contains(reconcile) {
+            in_log += 1;
+            continue;
+        }
+        let trace = opscope_model::signal::evidence_reference(reference, "trace");
+        let found = match (trace, &rig.backends) {
+            (Some(trace), Some(backends)) => poll(Duration::from_secs(15), || async {
+                let spans = backends.jaeger.trace(trace).await;
+                spans
+                    .iter()
+                    .any(|span| span.tag("reconcile.id").as_deref() == Some(reconcile))
+                    .then_some(())
+            })
+            .await
+            .is_some(),
+            _ => false,
+        };
+        if !found {
+            return Err(format!(
+                "reconcile {reconcile} of the evidence is neither in the operator's log nor in Jaeger: {}",
+                signal["evidence"]
+            ));
+        }
+        in_jaeger += 1;
+    }
+    if in_log + in_jaeger == 0 {
         return Err(format!(
-            "no reconcile of the evidence {} is in the operator's log",
+            "no reconcile in the evidence {}",
             signal["evidence"]
         ));
     }
-    Ok(())
+    Ok(format!(
+        "evidence: an audit event, {in_log} reconciles in the log, {in_jaeger} by their trace in Jaeger"
+    ))
+}
+
+/// What the platform team's stores show of the loop: its alert in Alertmanager, its
+/// series in Prometheus 3, and in Jaeger the signal span linked to a looping
+/// reconcile's trace.
+async fn backends_show_the_loop(
+    rig: &Rig,
+    namespace: &str,
+    cause_name: &str,
+) -> Result<String, String> {
+    let Some(backends) = &rig.backends else {
+        return Ok("the backends are not built".into());
+    };
+    let limit = Duration::from_secs(30);
+    let alert = poll(limit, || async {
+        let alerts = backends
+            .alertmanager
+            .active_alerts("OperatorReconcileLoop")
+            .await;
+        alerts.into_iter().find(|alert| {
+            let labels = labels(alert);
+            labels.get("namespace").map(String::as_str) == Some(namespace)
+                && labels.get("name").map(String::as_str) == Some("w1")
+                && labels.get("cause").map(String::as_str) == Some(cause_name)
+        })
+    })
+    .await
+    .ok_or("no OperatorReconcileLoop alert of w1 in Alertmanager")?;
+    let promql = format!(
+        r#"opscope_signal_active{{signal="reconcile_loop",namespace="{namespace}",name="w1",cause="{cause_name}"}}"#
+    );
+    poll(limit, || async {
+        let series = backends.prometheus.query(&promql).await;
+        series.iter().any(|(_, value)| *value == 1.0).then_some(())
+    })
+    .await
+    .ok_or_else(|| format!("Prometheus 3 has no {promql} = 1"))?;
+    let linked = poll(limit, || async {
+        let spans = backends
+            .jaeger
+            .search("opscope", Some("opscope.signal reconcile_loop"), 50)
+            .await;
+        for span in spans.iter().filter(|span| {
+            span.tag("k8s.object.namespace").as_deref() == Some(namespace)
+                && span.tag("k8s.object.name").as_deref() == Some("w1")
+        }) {
+            for (_, trace, span_id) in &span.references {
+                if *trace == span.trace_id {
+                    continue;
+                }
+                let linked = backends.jaeger.trace(trace).await;
+                if let Some(reconcile) = linked
+                    .iter()
+                    .find(|s| s.span_id == *span_id && s.operation == "reconcile")
+                {
+                    return Some((span.references.len(), reconcile.tag("reconcile.id")));
+                }
+            }
+        }
+        None
+    })
+    .await
+    .ok_or("no signal span in Jaeger linked to a reconcile of w1")?;
+    Ok(format!(
+        "Alertmanager: {} {}; Prometheus 3: {promql} = 1; Jaeger: the signal span, {} links, one to reconcile {}",
+        alert["labels"]["alertname"],
+        alert["labels"]["severity"],
+        linked.0,
+        linked.1.unwrap_or_default()
+    ))
+}
+
+/// Runs `probe` every 250 ms until it answers `Some` or `limit` has passed.
+async fn poll<T, F: Future<Output = Option<T>>>(
+    limit: Duration,
+    mut probe: impl FnMut() -> F,
+) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = probe().await {
+            return Some(found);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// Waits up to `limit` for signal `kind` firing on Widget w1 of `namespace` with one
@@ -179,7 +309,8 @@ async fn timestamp_loop(rig: Arc<Rig>, name: &'static str) -> Outcome {
             signal["hint"]
         ));
     }
-    check_evidence(&signal, &looping.log_tail(usize::MAX))?;
+    let evidence = check_evidence(&rig, &signal, &looping.log_tail(usize::MAX)).await?;
+    let stores = backends_show_the_loop(&rig, name, churn).await?;
     looping.kill();
     let replaced = Instant::now();
     let _fixed = rig.start_operator(&OperatorSpec {
@@ -188,7 +319,7 @@ async fn timestamp_loop(rig: Arc<Rig>, name: &'static str) -> Outcome {
     });
     expect_resolved(&rig, name, RESOLUTION, "reconcile_loop").await?;
     Ok(format!(
-        "reconcile_loop {churn} in {:.1} s ({:.0} reconciles/min); cluster-wide widgets/status requests {quiet_rate:.1}/s before, {looping_rate:.1}/s during; resolved {:.0} s after the fix",
+        "reconcile_loop {churn} in {:.1} s ({:.0} reconciles/min); cluster-wide widgets/status requests {quiet_rate:.1}/s before, {looping_rate:.1}/s during; resolved {:.0} s after the fix; {evidence}; {stores}",
         detected.as_secs_f64(),
         figure(&signal, "reconciles_per_minute"),
         replaced.elapsed().as_secs_f64(),
@@ -209,11 +340,34 @@ async fn kube_rs_timestamp_loop(rig: Arc<Rig>, name: &'static str) -> Outcome {
     rig.create_widget(name, "w1", json!({ "size": 1 })).await?;
     let churn = "field_churn:status.lastReconcileTime";
     let signal = expect_firing(&rig, name, DETECTION, "reconcile_loop", &[churn]).await?;
-    check_evidence(&signal, &looping.log_tail(usize::MAX))?;
+    let evidence = check_evidence(&rig, &signal, &looping.log_tail(usize::MAX)).await?;
     Ok(format!(
-        "reconcile_loop {churn} in {:.1} s ({:.0} reconciles/min)",
+        "reconcile_loop {churn} in {:.1} s ({:.0} reconciles/min); {evidence}",
         started.elapsed().as_secs_f64(),
         figure(&signal, "reconciles_per_minute"),
+    ))
+}
+
+/// The incident where opscope has the operator's traces alone: no audit bodies to
+/// show which field churns, the traced status writes show the loop feeds itself.
+async fn traces_only_timestamp_loop(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    rig.namespaces(name).await;
+    let started = Instant::now();
+    let _looping = rig.start_operator(&OperatorSpec {
+        sources: Sources::TracesOnly,
+        ..spec(name, &["--mode=timestamp-loop"])
+    });
+    rig.create_widget(name, "w1", json!({ "size": 1 })).await?;
+    let cause_name = "self_triggered_status_write";
+    let signal = expect_firing(&rig, name, DETECTION, "reconcile_loop", &[cause_name]).await?;
+    let traces = evidence(&signal, "trace").len();
+    if traces == 0 {
+        return Err(format!("no trace in the evidence {}", signal["evidence"]));
+    }
+    Ok(format!(
+        "reconcile_loop {cause_name} in {:.1} s ({:.0} status writes in the window), {traces} traces in the evidence",
+        started.elapsed().as_secs_f64(),
+        figure(&signal, "status_writes"),
     ))
 }
 
@@ -385,31 +539,262 @@ async fn backoff(rig: Arc<Rig>, name: &'static str) -> Outcome {
     ))
 }
 
-/// A status the CRD's schema refuses, retried immediately on every error.
-async fn schema_rejection(rig: Arc<Rig>, name: &'static str) -> Outcome {
+/// What goes wrong between a health-checking operator and the API server.
+enum BadDay {
+    /// The CRD's status schema refuses the phase the operator writes (422).
+    SchemaRejection,
+    /// A validating webhook on Widgets' status answers after the API server's 1 s timeout.
+    WebhookTimeout,
+    /// A fault of the network path, from a proxy in front of the API server.
+    Network(Fault),
+}
+
+/// The operator reads its Widget live and writes its status every 10 s, an API timeout
+/// of 1 s; retried immediately on error (100 ms) it must be an `error_retry_storm`
+/// naming the error, its twin with the default exponential backoff nothing over the
+/// same minute.
+async fn bad_day(rig: &Rig, name: &'static str, fault: BadDay) -> Outcome {
+    let twin = format!("{name}-backoff");
     rig.namespaces(name).await;
-    let started = Instant::now();
-    let _operator = rig.start_operator(&spec(
-        name,
-        &[
-            "--mode=timestamp-loop",
-            "--phase=Provisioned",
-            "--retry=immediate",
-        ],
-    ));
+    rig.namespaces(&twin).await;
+    let phase = match fault {
+        BadDay::SchemaRejection => "--phase=Provisioned",
+        _ => "--phase=Ready",
+    };
+    let proxy = match fault {
+        BadDay::Network(_) => Some(FaultProxy::start(&rig.control_plane.address()).await),
+        _ => None,
+    };
+    let _webhook = match fault {
+        BadDay::WebhookTimeout => Some(slow_webhook(rig, name, &twin).await?),
+        _ => None,
+    };
+    let operator = |scenario: &str, retry: &'static str| {
+        let args = ["--mode=health-check", "--api-timeout=1s", phase, retry];
+        rig.start_operator(&OperatorSpec {
+            server: proxy.as_ref().map(FaultProxy::url),
+            ..spec(scenario, &args)
+        })
+    };
+    let immediate = operator(name, "--retry=immediate");
+    let backing_off = operator(&twin, "--retry=exponential");
     rig.create_widget(name, "w1", json!({ "size": 1 })).await?;
-    let signal = expect_firing(
+    rig.create_widget(&twin, "w1", json!({ "size": 1 })).await?;
+    if let (Some(proxy), BadDay::Network(network_fault)) = (&proxy, &fault) {
+        for namespace in [name, twin.as_str()] {
+            ready_widget(rig, namespace).await?;
+        }
+        proxy.set(*network_fault);
+    }
+    let started = Instant::now();
+    // An attempt that waits out the 1 s timeout is retried about once a second: 30
+    // of them take 30 s and more. client-go retries a reset read itself until the
+    // deadline, so resets cost the same second.
+    let limit = match fault {
+        BadDay::SchemaRejection | BadDay::Network(Fault::Refuse) => DETECTION,
+        _ => Duration::from_secs(75),
+    };
+    let signal = expect_firing(rig, name, limit, "reconcile_loop", &["error_retry_storm"])
+        .await
+        .map_err(|reason| format!("{reason}; operator log: {}", immediate.log_tail(3)))?;
+    let detected = started.elapsed();
+    let error = evidence(&signal, "error: ")
+        .first()
+        .map(|e| e.to_string())
+        .ok_or_else(|| format!("no error in the evidence {}", signal["evidence"]))?;
+    // The twin has had as long a minute of the same fault.
+    let window = Duration::from_secs(65);
+    tokio::time::sleep(window.saturating_sub(started.elapsed())).await;
+    let twin_signals = rig.signals_in(&twin);
+    if !twin_signals.is_empty() {
+        return Err(format!(
+            "the twin backing off got signals: {twin_signals:?}"
+        ));
+    }
+    let twin_errors = backing_off
+        .log_tail(usize::MAX)
+        .matches("Reconciler error")
+        .count();
+    if twin_errors == 0 {
+        return Err("the twin backing off saw no error: the fault did not reach it".into());
+    }
+    Ok(format!(
+        "error_retry_storm in {:.1} s ({:.0} reconciles/min), {error:?}; the twin backing off: {twin_errors} errors, no signal over {:.0} s",
+        detected.as_secs_f64(),
+        figure(&signal, "reconciles_per_minute"),
+        started.elapsed().as_secs_f64()
+    ))
+}
+
+/// Waits until the operator has written Widget w1's status: it works, before the fault.
+async fn ready_widget(rig: &Rig, namespace: &str) -> Result<(), String> {
+    let deadline = Instant::now() + DETECTION;
+    loop {
+        let phase = rig
+            .widget(namespace, "w1")
+            .await
+            .and_then(|w| w["status"]["phase"].as_str().map(str::to_string));
+        if phase.as_deref() == Some("Ready") {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{namespace}/w1 not Ready within 30 s before the fault"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A validating webhook on the status of the Widgets of `namespaces`, answering after
+/// 5 s where the API server waits 1 s, with `failurePolicy: Fail`.
+async fn slow_webhook(rig: &Rig, name: &str, twin: &str) -> Result<OperatorPod, String> {
+    let listen = format!("127.0.0.1:{}", opscope_testkit::backend::free_port());
+    let identity = PodIdentity::of_deployment(&format!("{name}-webhook"), "widget-webhook", 0);
+    let ca_file = rig.scratch(&format!("{name}-webhook-ca.pem"));
+    let mut command = std::process::Command::new(&rig.binaries.go_operator);
+    command
+        .arg("webhook")
+        .arg(format!("--listen={listen}"))
+        .arg(format!("--ca-file={}", ca_file.display()))
+        .arg("--delay=5s");
+    let webhook = rig.start_process(command, identity);
+    let deadline = Instant::now() + DETECTION;
+    let ca = loop {
+        if let Ok(ca) = std::fs::read(&ca_file)
+            && !ca.is_empty()
+        {
+            break ca;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the webhook wrote no CA: {}", webhook.log_tail(5)));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let configuration = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": { "name": format!("{name}-widget-status") },
+        "webhooks": [{
+            "name": "status.widgets.e2e.opscope.dev",
+            "clientConfig": {
+                "url": format!("https://{listen}/validate"),
+                "caBundle": BASE64_STANDARD.encode(ca),
+            },
+            "rules": [{
+                "apiGroups": ["e2e.opscope.dev"], "apiVersions": ["v1"],
+                "operations": ["UPDATE"], "resources": ["widgets/status"],
+            }],
+            "namespaceSelector": { "matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "In", "values": [name, twin],
+            }]},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 1,
+        }],
+    });
+    rig.admin
+        .create(
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            &configuration,
+        )
+        .await
+        .map_err(|error| format!("registering the webhook: {error}"))?;
+    Ok(webhook)
+}
+
+async fn schema_rejection(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    bad_day(&rig, name, BadDay::SchemaRejection).await
+}
+
+async fn webhook_timeout(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    bad_day(&rig, name, BadDay::WebhookTimeout).await
+}
+
+async fn proxy_latency(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    bad_day(
         &rig,
         name,
-        DETECTION,
-        "reconcile_loop",
-        &["error_retry_storm"],
+        BadDay::Network(Fault::Latency(Duration::from_secs(2))),
     )
-    .await?;
+    .await
+}
+
+async fn proxy_refused(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    bad_day(&rig, name, BadDay::Network(Fault::Refuse)).await
+}
+
+async fn proxy_reset(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    bad_day(&rig, name, BadDay::Network(Fault::Reset)).await
+}
+
+/// The API server killed for 30 s in the middle of the incident's loop, alone on the
+/// control plane: opscope keeps running, and after the restart the loop is found again
+/// with its cause.
+async fn apiserver_outage(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    rig.namespaces(name).await;
+    let quiet_rate = status_rate(&rig, Duration::from_secs(5)).await;
+    let _looping = rig.start_operator(&spec(name, &["--mode=timestamp-loop"]));
+    rig.create_widget(name, "w1", json!({ "size": 1 })).await?;
+    let churn = "field_churn:status.lastReconcileTime";
+    expect_firing(&rig, name, DETECTION, "reconcile_loop", &[churn]).await?;
+    let looping_rate = status_rate(&rig, Duration::from_secs(5)).await;
+    rig.control_plane.kill_apiserver();
+    let outage = Instant::now();
+    let mut resident = Vec::new();
+    while outage.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if !rig.opscope_healthy() {
+            return Err(format!(
+                "opscope is not healthy {:.0} s into the outage",
+                outage.elapsed().as_secs_f64()
+            ));
+        }
+        resident.push(common::resident_bytes(rig.opscope.pid()));
+    }
+    let before_restart = rig.signals_in(name).len();
+    rig.control_plane.start_apiserver().await;
+    let restarted = Instant::now();
+    // The loop's window still holds the reconciles of before the outage: what shows
+    // that opscope follows the loop after it is the next change it sends (figures
+    // are sent at most every 30 s), firing with the same cause.
+    let limit = Duration::from_secs(45);
+    let deadline = restarted + limit;
+    let seen_after = loop {
+        let after: Vec<Value> = rig
+            .signals_in(name)
+            .into_iter()
+            .skip(before_restart)
+            .collect();
+        if after
+            .iter()
+            .any(|s| is(s, "reconcile_loop", "w1", "firing") && cause(s) == churn)
+        {
+            break after;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "no firing {churn} within {limit:?} of the restart: {:?}",
+                after
+                    .iter()
+                    .map(|s| format!("{} {}", s["state"], s["cause"]))
+                    .collect::<Vec<_>>()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let resolved_in_outage = seen_after.iter().any(|s| s["state"] == "resolved");
+    let peak = resident.iter().max().copied().unwrap_or(0);
     Ok(format!(
-        "reconcile_loop error_retry_storm in {:.1} s (error ratio {:.2})",
-        started.elapsed().as_secs_f64(),
-        figure(&signal, "error_ratio")
+        "widgets/status requests {quiet_rate:.1}/s before the loop, {looping_rate:.1}/s during; opscope healthy through a 30 s outage (RSS ≤ {:.0} MiB); the loop {} {:.1} s after the restart",
+        peak as f64 / (1024.0 * 1024.0),
+        if resolved_in_outage {
+            "resolved, then fired again"
+        } else {
+            "still firing, updated"
+        },
+        restarted.elapsed().as_secs_f64(),
     ))
 }
 

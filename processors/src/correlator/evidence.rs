@@ -27,6 +27,11 @@ impl<'a> LazyReference<'a> {
         }
     }
 
+    /// Whether the record is a span: its reference names a trace and no other place.
+    pub(crate) fn traced(&self) -> bool {
+        self.place.source.is_none() && self.place.trace_id.is_some()
+    }
+
     /// The reference: where the record is and its reconcile, else the trace, else
     /// the reconcile alone.
     pub(crate) fn get(&self) -> Option<&str> {
@@ -71,6 +76,35 @@ impl Evidence {
         self.references.push(reference.to_string());
     }
 
+    /// Adds the trace of a reconcile kept already from another of its records, most
+    /// often its log line: `pod.log:12 reconcile R` and `trace T span S reconcile R`
+    /// become `pod.log:12 trace T span S reconcile R`, a line to read and a trace to
+    /// follow (the signal's span links to it). A log line written by a sampling
+    /// logger may be missing; then the trace was kept as the reconcile's first record.
+    pub(crate) fn add_trace(&mut self, traced: &str) {
+        let Some((_, reconcile)) = traced.rsplit_once(" reconcile ") else {
+            return;
+        };
+        if !traced.starts_with("trace ") {
+            return;
+        }
+        let untraced = self.references.iter_mut().find(|kept| {
+            !kept.contains("trace ")
+                && kept
+                    .strip_suffix(reconcile)
+                    .is_some_and(|place| place.ends_with("reconcile "))
+        });
+        let Some(kept) = untraced else {
+            return;
+        };
+        let place_end = kept.len() - reconcile.len() - "reconcile ".len();
+        let merged = format!("{}{traced}", kept.get(..place_end).unwrap_or_default());
+        *kept = merged
+            .get(..boundary(&merged))
+            .unwrap_or_default()
+            .to_string();
+    }
+
     /// The references, oldest first.
     pub(crate) fn as_slice(&self) -> &[String] {
         &self.references
@@ -95,5 +129,23 @@ mod tests {
         }
         assert_eq!(evidence.as_slice(), ["b", "c", "d", "e", "f"]);
         assert_eq!(evidence.references.capacity(), MAX_EVIDENCE);
+    }
+
+    #[test]
+    fn a_reconciles_trace_joins_its_log_line() {
+        let mut evidence = Evidence::default();
+        evidence.push("pod.log:12 reconcile r1");
+        evidence.push("pod.log:13 reconcile r2");
+        evidence.add_trace("trace 5b8e span eee1 reconcile r1");
+        evidence.add_trace("trace 5b8e span eee2 reconcile r1");
+        evidence.add_trace("trace 7f2c span aaa1 reconcile r3");
+        evidence.add_trace("pod.log:14 reconcile r2");
+        assert_eq!(
+            evidence.as_slice(),
+            [
+                "pod.log:12 trace 5b8e span eee1 reconcile r1",
+                "pod.log:13 reconcile r2"
+            ]
+        );
     }
 }

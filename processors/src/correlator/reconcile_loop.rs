@@ -137,6 +137,10 @@ impl LoopState {
             && let Some(reference) = reference.get()
         {
             self.evidence.push(reference);
+        } else if reference.traced()
+            && let Some(reference) = reference.get()
+        {
+            self.evidence.add_trace(reference);
         }
         if let (true, Outcome::Error(error)) = (note.first_outcome, outcome)
             && self.last_error.as_deref() != Some(error.as_str())
@@ -184,7 +188,10 @@ impl LoopState {
         firing: bool,
     ) {
         self.churn.record(digest, time, config.field_churn_ratio);
-        if (firing || self.near_threshold(time, config))
+        // The first write is kept whatever the rate: the audit events that show a
+        // churn may lag the reconciles' own records by seconds on a loaded API
+        // server, so the loop can fire on a churn seen before it came near.
+        if (firing || self.churn_write.is_none() || self.near_threshold(time, config))
             && let Some(reference) = reference.get()
             && self.churn_write.as_deref() != Some(reference)
         {
