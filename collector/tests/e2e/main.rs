@@ -14,6 +14,7 @@ mod common;
 mod proxy;
 mod rig;
 mod scenarios;
+mod topology;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -25,19 +26,26 @@ use opscope_testkit::control_plane::control_plane_or_skip;
 
 use rig::{Binaries, Rig};
 use scenarios::{FINALIZER_MAX_AGE, SCENARIOS};
+use topology::Topology;
 
 fn main() -> ExitCode {
-    let wanted: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|arg| !arg.starts_with('-'))
-        .collect();
-    // `cargo test -- --list` and filters naming other tests' names: nothing to run.
-    if std::env::args().any(|arg| arg == "--list") {
-        return ExitCode::SUCCESS;
+    // The arguments of libtest that matter here: filters, `--skip FILTER` and `--list`
+    // (which lists nothing: the scenarios are no libtest tests). A filter that names
+    // other binaries' tests chooses no scenario.
+    let (mut wanted, mut skipped) = (Vec::new(), Vec::new());
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--list" => return ExitCode::SUCCESS,
+            "--skip" => skipped.extend(args.next()),
+            flag if flag.starts_with('-') => {}
+            _ => wanted.push(arg),
+        }
     }
     let chosen: Vec<&scenarios::Scenario> = SCENARIOS
         .iter()
         .filter(|s| wanted.is_empty() || wanted.iter().any(|w| s.name.contains(w.as_str())))
+        .filter(|s| !skipped.iter().any(|skip| s.name.contains(skip.as_str())))
         .collect();
     if chosen.is_empty() {
         return ExitCode::SUCCESS;
@@ -86,24 +94,44 @@ fn binaries_or_skip() -> Option<Binaries> {
     })
 }
 
+/// Runs the chosen scenarios against each topology in turn, a control plane of its
+/// own each; returns how many failed.
 async fn run(binaries: Binaries, chosen: Vec<&'static scenarios::Scenario>) -> usize {
     let started = Instant::now();
     let names: Vec<&str> = chosen.iter().map(|s| s.name).collect();
-    let rig = Arc::new(Rig::start(binaries, &names, FINALIZER_MAX_AGE).await);
-    println!(
-        "e2e: control plane and opscope ready in {:.1} s; {} scenarios",
-        started.elapsed().as_secs_f64(),
-        chosen.len()
-    );
     let (mut passed, mut failed) = (0, 0);
-    // The scenarios that share the control plane run at once; those that take it
-    // down run after them, alone.
+    for topology in [Topology::AllInOne, Topology::GatewayTier] {
+        let rig = Arc::new(Rig::start(binaries.clone(), &names, FINALIZER_MAX_AGE, topology).await);
+        println!(
+            "e2e ({}): control plane and opscope ready; {} scenarios",
+            topology.name(),
+            chosen.len()
+        );
+        let (ok, failures) = run_on(&rig, &chosen).await;
+        passed += ok;
+        failed += failures;
+        if failures > 0 {
+            print_signals(&rig);
+        }
+    }
+    println!(
+        "{passed} passed, {failed} failed ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    failed
+}
+
+/// The scenarios on one rig: those that share the control plane at once, those that
+/// take it down after them, alone. Returns (passed, failed).
+async fn run_on(rig: &Arc<Rig>, chosen: &[&'static scenarios::Scenario]) -> (usize, usize) {
+    let topology = rig.deployment.topology.name();
+    let (mut passed, mut failed) = (0, 0);
     for exclusive in [false, true] {
         let tasks: Vec<_> = chosen
             .iter()
             .filter(|s| s.exclusive == exclusive)
             .map(|scenario| {
-                let rig = Arc::clone(&rig);
+                let rig = Arc::clone(rig);
                 let name = scenario.name;
                 let run = scenario.run;
                 (name, tokio::spawn(async move { run(rig, name).await }))
@@ -116,36 +144,35 @@ async fn run(binaries: Binaries, chosen: Vec<&'static scenarios::Scenario>) -> u
             match outcome {
                 Ok(figures) => {
                     passed += 1;
-                    println!("scenario {name}: ok {figures}");
+                    println!("scenario {name} ({topology}): ok {figures}");
                 }
                 Err(reason) => {
                     failed += 1;
-                    println!("scenario {name}: FAIL {reason}");
+                    println!("scenario {name} ({topology}): FAIL {reason}");
                 }
             }
             let _ = std::io::stdout().flush();
         }
     }
-    println!(
-        "{passed} passed, {failed} failed ({:.0} s)",
-        started.elapsed().as_secs_f64()
-    );
-    if failed > 0 {
-        eprintln!("--- every signal change opscope printed ---");
-        for signal in rig.signals() {
-            eprintln!(
-                "{} {} {}/{} {} {} figures {} evidence {}",
-                signal["last_seen"],
-                signal["signal"],
-                signal["object"]["namespace"],
-                signal["object"]["name"],
-                signal["state"],
-                signal["cause"],
-                signal["figures"],
-                signal["evidence"]
-            );
-        }
-        eprintln!("{}", rig.control_plane.log_tail());
+    (passed, failed)
+}
+
+/// Every signal change opscope made, and the API server's last words: what a failed
+/// run needs to be understood.
+fn print_signals(rig: &Rig) {
+    eprintln!("--- every signal change opscope printed ---");
+    for signal in rig.signals() {
+        eprintln!(
+            "{} {} {}/{} {} {} figures {} evidence {}",
+            signal["last_seen"],
+            signal["signal"],
+            signal["object"]["namespace"],
+            signal["object"]["name"],
+            signal["state"],
+            signal["cause"],
+            signal["figures"],
+            signal["evidence"]
+        );
     }
-    failed
+    eprintln!("{}", rig.control_plane.log_tail());
 }

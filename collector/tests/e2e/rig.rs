@@ -1,11 +1,10 @@
-//! The rig every scenario shares: one opscope agent (OTLP, the pod logs of a node,
-//! the audit webhook, the operators' metrics), a real control plane whose audit
-//! webhook posts to it, the Widget CRD, and the operators started as pods.
+//! The rig the scenarios of a run share: opscope as a cluster deploys it (one agent,
+//! or agents and gateways: `topology.rs`), a real control plane whose audit webhook
+//! posts to it, the Widget CRD, and the operators started as pods of its nodes.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_built_or_skip};
@@ -16,13 +15,14 @@ use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
 use opscope_testkit::prometheus::{PrometheusServer, prometheus3_or_skip};
 use serde_json::{Value, json};
 
-use crate::common::{Opscope, Ports, http_get};
+use crate::topology::{Deployment, Topology};
 
 /// The Widget CRD (e2e/crds/widgets.json): status subresource, a status schema
 /// whose `phase` takes only the values a healthy operator writes.
 pub const WIDGET_CRD: &str = include_str!("../../../e2e/crds/widgets.json");
 
 /// Where the operators and servers were built.
+#[derive(Clone)]
 pub struct Binaries {
     pub etcd: PathBuf,
     pub apiserver: PathBuf,
@@ -87,16 +87,10 @@ pub struct Rig {
     pub binaries: Binaries,
     pub control_plane: ControlPlane,
     pub admin: ApiClient,
-    pub opscope: Opscope,
+    pub deployment: Deployment,
     pub backends: Option<Backends>,
-    otlp_grpc: String,
-    log_root: TempDir,
-    targets_file: PathBuf,
-    targets: Mutex<Vec<Value>>,
-    /// The agent's checkpoints and targets file.
-    state: TempDir,
-    /// opscope's health endpoint.
-    health: String,
+    /// Scenarios' scratch files (kubeconfigs through a proxy, a webhook's CA).
+    scratch: TempDir,
 }
 
 /// The operator's service account: the audit events name it as the actor.
@@ -105,46 +99,39 @@ pub fn operator_user(scenario: &str) -> String {
 }
 
 impl Rig {
-    /// Starts opscope, then the control plane (its audit webhook needs opscope up),
-    /// gives each scenario's operator a token, and applies the Widget CRD.
-    pub async fn start(binaries: Binaries, scenarios: &[&str], finalizer_max_age: &str) -> Self {
-        let mut log_root = temp_dir("e2e-pods");
-        // For a look at the pods' logs after a run: OPSCOPE_E2E_KEEP=1 keeps them.
-        if std::env::var("OPSCOPE_E2E_KEEP").is_ok_and(|keep| keep == "1") {
-            log_root.disable_cleanup(true);
-            eprintln!(
-                "e2e: the pods' logs are kept in {}",
-                log_root.path().display()
-            );
-        }
-        let state = temp_dir("e2e-opscope-state");
-        let targets_file = state.path().join("targets.yaml");
-        fs::write(&targets_file, "[]\n").expect("the targets file");
-        let ports = Ports::free();
-        let audit = format!("127.0.0.1:{}", free_port());
-        // opscope's Prometheus endpoint is on the `http` port: this agent takes OTLP
-        // over gRPC only.
-        let backends = Backends::start(&format!("127.0.0.1:{}", ports.http)).await;
-        let config = agent_config(
-            &ports,
-            &audit,
-            &Places {
-                log_root: log_root.path(),
-                state: state.path(),
-                targets_file: &targets_file,
-            },
-            backends.as_ref(),
+    /// Starts opscope as `topology` deploys it, then the control plane (its audit
+    /// webhook needs opscope up), gives each scenario's operator a token, and applies
+    /// the Widget CRD. The backends are the all-in-one agent's.
+    pub async fn start(
+        binaries: Binaries,
+        scenarios: &[&str],
+        finalizer_max_age: &str,
+        topology: Topology,
+    ) -> Self {
+        let prometheus_port = free_port();
+        let backends = match topology {
+            Topology::AllInOne => Backends::start(&format!("127.0.0.1:{prometheus_port}")).await,
+            Topology::GatewayTier => None,
+        };
+        let deployment = Deployment::start(
+            topology,
             finalizer_max_age,
+            backends.as_ref(),
+            prometheus_port,
         );
-        let opscope = Opscope::start(&config, &ports.health_addr());
         // Each scenario may run a twin (`<scenario>-backoff`) as a second operator.
         let users: Vec<String> = scenarios
             .iter()
             .flat_map(|s| [operator_user(s), operator_user(&format!("{s}-backoff"))])
             .chain([UNAUDITED_USER.to_string()])
             .collect();
-        let control_plane =
-            ControlPlane::start(&binaries.etcd, &binaries.apiserver, &audit, &users).await;
+        let control_plane = ControlPlane::start(
+            &binaries.etcd,
+            &binaries.apiserver,
+            &deployment.audit,
+            &users,
+        )
+        .await;
         let admin = control_plane.admin();
         let crd: Value = serde_json::from_str(WIDGET_CRD).expect("the Widget CRD is JSON");
         admin.apply_crd(&crd).await;
@@ -152,14 +139,9 @@ impl Rig {
             binaries,
             control_plane,
             admin,
-            otlp_grpc: ports.grpc_url(),
-            opscope,
+            deployment,
             backends,
-            log_root,
-            targets_file,
-            state,
-            health: ports.health_addr(),
-            targets: Mutex::new(Vec::new()),
+            scratch: temp_dir("e2e-scratch"),
         }
     }
 
@@ -175,6 +157,7 @@ impl Rig {
         };
         let identity =
             PodIdentity::of_deployment(&operator_namespace, "widget-operator", spec.replica);
+        let node = self.deployment.node(spec.replica);
         let mut kubeconfig = self.control_plane.kubeconfig(&user);
         if let Some(server) = &spec.server {
             kubeconfig = self.kubeconfig_through(&kubeconfig, server, spec);
@@ -200,27 +183,29 @@ impl Rig {
             .args(spec.args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info")
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &self.otlp_grpc);
-        let pod = OperatorPod::start(command, identity.clone(), self.log_root.path());
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", node.otlp_grpc());
+        let pod = OperatorPod::start(command, identity.clone(), node.log_root());
         if !spec.kube_rs {
-            self.scrape(&metrics, &identity);
+            node.scrape(
+                &metrics,
+                json!({
+                    "operator.name": "widget-operator",
+                    "k8s.namespace.name": identity.namespace,
+                    "k8s.pod.name": identity.pod,
+                }),
+            );
         }
         pod
     }
 
     /// Starts a process that is not an operator (a webhook server) as pod `identity`.
     pub fn start_process(&self, command: Command, identity: PodIdentity) -> OperatorPod {
-        OperatorPod::start(command, identity, self.log_root.path())
+        OperatorPod::start(command, identity, self.deployment.node(0).log_root())
     }
 
     /// A path for a scratch file of a scenario's, removed with the rig.
     pub fn scratch(&self, name: &str) -> PathBuf {
-        self.state.path().join(name)
-    }
-
-    /// Whether opscope answers `/healthz` with 200.
-    pub fn opscope_healthy(&self) -> bool {
-        http_get(&self.health, "/healthz").is_ok_and(|answer| answer.status == 200)
+        self.scratch.path().join(name)
     }
 
     /// A copy of `kubeconfig` whose server is `server` (same CA and token).
@@ -232,40 +217,14 @@ impl Rig {
     ) -> PathBuf {
         let text = fs::read_to_string(kubeconfig).expect("the operator's kubeconfig");
         let text = text.replace(&self.control_plane.url(), server);
-        let path = self
-            .log_root
-            .path()
-            .join(format!("{}-{}.kubeconfig", spec.scenario, spec.replica));
+        let path = self.scratch(&format!("{}-{}.kubeconfig", spec.scenario, spec.replica));
         fs::write(&path, text).expect("the proxied kubeconfig");
         path
     }
 
-    /// Adds `address` to the targets file opscope follows, with the pod's names.
-    fn scrape(&self, address: &str, identity: &PodIdentity) {
-        let mut targets = self.targets.lock().expect("the targets");
-        targets.push(json!({
-            "targets": [address],
-            "labels": {
-                "operator.name": "widget-operator",
-                "k8s.namespace.name": identity.namespace,
-                "k8s.pod.name": identity.pod,
-            }
-        }));
-        let text = serde_json::to_string(&*targets).expect("targets as JSON");
-        let partial = self.targets_file.with_extension("partial");
-        fs::write(&partial, text).expect("write the targets");
-        fs::rename(&partial, &self.targets_file).expect("replace the targets");
-    }
-
-    /// Every signal change opscope printed so far (its debug exporter's JSON lines).
+    /// Every signal change opscope's correlators printed so far.
     pub fn signals(&self) -> Vec<Value> {
-        let stdout = fs::read_to_string(self.opscope.stdout_path()).unwrap_or_default();
-        stdout
-            .lines()
-            .filter(|line| line.starts_with('{'))
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|value| value.get("signal").is_some())
-            .collect()
+        self.deployment.signals()
     }
 
     /// The signal changes of objects in `namespace`.
@@ -362,78 +321,4 @@ impl Rig {
 
 pub fn widgets(namespace: &str) -> String {
     format!("/apis/e2e.opscope.dev/v1/namespaces/{namespace}/widgets")
-}
-
-/// Where the agent reads pod logs and keeps its state.
-struct Places<'a> {
-    log_root: &'a Path,
-    state: &'a Path,
-    targets_file: &'a Path,
-}
-
-fn agent_config(
-    ports: &Ports,
-    audit: &str,
-    places: &Places<'_>,
-    backends: Option<&Backends>,
-    finalizer_max_age: &str,
-) -> String {
-    let (exporters, traces_to, signals_to) = match backends {
-        Some(backends) => (
-            format!(
-                "  otlp/jaeger: {{ endpoint: {}, tls: {{ insecure: true }} }}\n  alertmanager: {{ endpoint: {}, resend_interval: 5s }}\n",
-                backends.jaeger.otlp_grpc_endpoint(),
-                backends.alertmanager.url(),
-            ),
-            ", otlp/jaeger",
-            ", otlp/jaeger, alertmanager",
-        ),
-        None => (String::new(), "", ""),
-    };
-    format!(
-        r#"
-receivers:
-  otlp:
-    protocols:
-      grpc: {{ endpoint: 127.0.0.1:{grpc} }}
-  filelog:
-    include: ["{log_root}/*/*/*.log"]
-    namespaces: ["*-system"]
-    start_at: beginning
-    storage: {state}/filelog
-    poll_interval: 200ms
-  k8s_audit:
-    endpoint: {audit}
-  prometheus_scrape:
-    targets_file: {targets_file}
-    interval: 5s
-processors:
-  operator_tagger: {{}}
-  correlator: {{ finalizer_leak: {{ max_age: {finalizer_max_age} }} }}
-  batch: {{ timeout: 200ms }}
-exporters:
-  debug: {{ verbosity: detailed }}
-  prometheus: {{ endpoint: 127.0.0.1:{prometheus} }}
-{exporters}connectors:
-  operator_metrics: {{}}
-extensions:
-  health_check: {{ endpoint: 127.0.0.1:{health} }}
-service:
-  extensions: [health_check]
-  pipelines:
-    traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics{traces_to}] }}
-    logs: {{ receivers: [otlp, filelog, k8s_audit], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics] }}
-    metrics: {{ receivers: [prometheus_scrape, operator_metrics], processors: [operator_tagger, correlator, batch], exporters: [prometheus] }}
-    signals: {{ exporters: [debug, prometheus{signals_to}] }}
-  telemetry:
-    metrics: {{ address: 127.0.0.1:{metrics} }}
-"#,
-        grpc = ports.grpc,
-        health = ports.health,
-        metrics = ports.metrics,
-        prometheus = ports.http,
-        log_root = places.log_root.display(),
-        state = places.state.display(),
-        targets_file = places.targets_file.display(),
-    )
 }

@@ -12,9 +12,9 @@ use base64::prelude::{BASE64_STANDARD, Engine as _};
 use opscope_testkit::alertmanager::labels;
 use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
 
-use crate::common;
 use crate::proxy::{Fault, FaultProxy};
 use crate::rig::{OperatorSpec, Rig, Sources};
+use crate::topology::Topology;
 
 /// How long after its start a scenario's signal may take: the promise.
 const DETECTION: Duration = Duration::from_secs(30);
@@ -171,7 +171,10 @@ async fn backends_show_the_loop(
     cause_name: &str,
 ) -> Result<String, String> {
     let Some(backends) = &rig.backends else {
-        return Ok("the backends are not built".into());
+        return Ok(match rig.deployment.topology {
+            Topology::AllInOne => "the backends are not built".into(),
+            Topology::GatewayTier => "the backends are the all-in-one run's".into(),
+        });
     };
     let limit = Duration::from_secs(30);
     let alert = poll(limit, || async {
@@ -743,15 +746,26 @@ async fn apiserver_outage(rig: Arc<Rig>, name: &'static str) -> Outcome {
     rig.control_plane.kill_apiserver();
     let outage = Instant::now();
     let mut resident = Vec::new();
+    let mut most_queued: f64 = 0.0;
     while outage.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        if !rig.opscope_healthy() {
+        if !rig.deployment.healthy() {
             return Err(format!(
                 "opscope is not healthy {:.0} s into the outage",
                 outage.elapsed().as_secs_f64()
             ));
         }
-        resident.push(common::resident_bytes(rig.opscope.pid()));
+        resident.push(rig.deployment.largest_resident());
+        let (queued, capacity) = (
+            rig.deployment.metric("opscope_exporter_queue_size"),
+            rig.deployment.metric("opscope_exporter_queue_capacity"),
+        );
+        if queued > capacity {
+            return Err(format!(
+                "opscope's queues hold {queued}, over their capacity {capacity}"
+            ));
+        }
+        most_queued = most_queued.max(queued);
     }
     let before_restart = rig.signals_in(name).len();
     rig.control_plane.start_apiserver().await;
@@ -787,7 +801,7 @@ async fn apiserver_outage(rig: Arc<Rig>, name: &'static str) -> Outcome {
     let resolved_in_outage = seen_after.iter().any(|s| s["state"] == "resolved");
     let peak = resident.iter().max().copied().unwrap_or(0);
     Ok(format!(
-        "widgets/status requests {quiet_rate:.1}/s before the loop, {looping_rate:.1}/s during; opscope healthy through a 30 s outage (RSS ≤ {:.0} MiB); the loop {} {:.1} s after the restart",
+        "widgets/status requests {quiet_rate:.1}/s before the loop, {looping_rate:.1}/s during; opscope healthy through a 30 s outage (RSS ≤ {:.0} MiB, at most {most_queued} batches queued); the loop {} {:.1} s after the restart",
         peak as f64 / (1024.0 * 1024.0),
         if resolved_in_outage {
             "resolved, then fired again"

@@ -1,0 +1,367 @@
+//! The opscope processes of a run, as a cluster deploys them: one all-in-one agent
+//! (single node), or the default multi-node shape, an agent per node routing by object
+//! to a tier of gateways that correlate and take the audit webhook. Operator pods are
+//! spread over the nodes by replica, so the two replicas of one operator report to two
+//! agents and only a gateway sees them both.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use opscope_testkit::backend::{TempDir, free_port, temp_dir};
+use serde_json::{Value, json};
+
+use crate::common::{Opscope, Ports, http_get};
+use crate::rig::Backends;
+
+/// Nodes (agents) and gateways of the multi-node run.
+const NODES: usize = 2;
+const GATEWAYS: usize = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One agent that also correlates, receives the audit webhook and fans out to the
+    /// backends.
+    AllInOne,
+    /// Agents that tag and route; gateways that correlate.
+    GatewayTier,
+}
+
+impl Topology {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AllInOne => "all-in-one agent",
+            Self::GatewayTier => "gateway tier",
+        }
+    }
+}
+
+/// One node's agent: where its pods' logs are and where they send OTLP.
+pub struct Node {
+    opscope: Opscope,
+    ports: Ports,
+    log_root: TempDir,
+    /// Its checkpoints and the targets file it follows.
+    state: TempDir,
+    targets: Mutex<Vec<Value>>,
+}
+
+impl Node {
+    pub fn log_root(&self) -> &Path {
+        self.log_root.path()
+    }
+
+    pub fn otlp_grpc(&self) -> String {
+        self.ports.grpc_url()
+    }
+
+    fn targets_file(&self) -> PathBuf {
+        self.state.path().join("targets.yaml")
+    }
+
+    /// Adds a scrape target with the resource attributes of its series.
+    pub fn scrape(&self, address: &str, labels: Value) {
+        let mut targets = self
+            .targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        targets.push(json!({ "targets": [address], "labels": labels }));
+        let text = serde_json::to_string(&*targets).expect("targets as JSON");
+        let partial = self.targets_file().with_extension("partial");
+        fs::write(&partial, text).expect("write the targets");
+        fs::rename(&partial, self.targets_file()).expect("replace the targets");
+    }
+}
+
+/// The running opscope processes.
+pub struct Deployment {
+    pub topology: Topology,
+    pub nodes: Vec<Node>,
+    /// The gateways: empty for the all-in-one agent.
+    gateways: Vec<(Opscope, Ports)>,
+    /// Where the API server's audit webhook posts.
+    pub audit: String,
+}
+
+impl Deployment {
+    /// Starts the processes of `topology`; the all-in-one agent sends to `backends` and
+    /// serves its Prometheus endpoint on `prometheus_port`.
+    pub fn start(
+        topology: Topology,
+        finalizer_max_age: &str,
+        backends: Option<&Backends>,
+        prometheus_port: u16,
+    ) -> Self {
+        let keep = std::env::var("OPSCOPE_E2E_KEEP").is_ok_and(|keep| keep == "1");
+        let correlator = format!("{{ finalizer_leak: {{ max_age: {finalizer_max_age} }} }}");
+        let audit_port = free_port();
+        let audit = format!("127.0.0.1:{audit_port}");
+        let mut gateways = Vec::new();
+        let mut routing = String::new();
+        if topology == Topology::GatewayTier {
+            let ports: Vec<Ports> = (0..GATEWAYS).map(|_| Ports::free()).collect();
+            let hostnames: Vec<String> = ports
+                .iter()
+                .map(|p| format!("\"127.0.0.1:{}\"", p.grpc))
+                .collect();
+            routing = format!(
+                "  loadbalancing:\n    protocol: {{ otlp: {{ tls: {{ insecure: true }}, timeout: 5s }} }}\n    resolver: {{ static: {{ hostnames: [{}] }} }}\n",
+                hostnames.join(", ")
+            );
+            for (index, ports) in ports.into_iter().enumerate() {
+                // The first gateway takes the webhook, as the Service in front of them
+                // would give it to one; it routes each event to its object's owner.
+                let audit_port = if index == 0 { audit_port } else { free_port() };
+                let config = gateway_config(&ports, audit_port, &correlator, &routing);
+                gateways.push((Opscope::start(&config, &ports.health_addr()), ports));
+            }
+        }
+        let node_count = match topology {
+            Topology::AllInOne => 1,
+            Topology::GatewayTier => NODES,
+        };
+        let nodes = (0..node_count)
+            .map(|_| {
+                let mut log_root = temp_dir("e2e-pods");
+                if keep {
+                    log_root.disable_cleanup(true);
+                    eprintln!(
+                        "e2e: the pods' logs are kept in {}",
+                        log_root.path().display()
+                    );
+                }
+                let state = temp_dir("e2e-opscope-state");
+                fs::write(state.path().join("targets.yaml"), "[]\n").expect("the targets file");
+                let ports = Ports::free();
+                let places = Places {
+                    log_root: log_root.path(),
+                    state: state.path(),
+                };
+                let config = match topology {
+                    Topology::AllInOne => all_in_one_config(
+                        &ports,
+                        &audit,
+                        &places,
+                        backends,
+                        &correlator,
+                        prometheus_port,
+                    ),
+                    Topology::GatewayTier => node_agent_config(&ports, &places, &routing),
+                };
+                Node {
+                    opscope: Opscope::start(&config, &ports.health_addr()),
+                    ports,
+                    log_root,
+                    state,
+                    targets: Mutex::new(Vec::new()),
+                }
+            })
+            .collect();
+        Self {
+            topology,
+            nodes,
+            gateways,
+            audit,
+        }
+    }
+
+    /// The node a pod of `replica` runs on.
+    pub fn node(&self, replica: usize) -> &Node {
+        &self.nodes[replica % self.nodes.len()]
+    }
+
+    /// The processes whose correlator speaks.
+    fn correlators(&self) -> Vec<&Opscope> {
+        if self.gateways.is_empty() {
+            self.nodes.iter().map(|node| &node.opscope).collect()
+        } else {
+            self.gateways.iter().map(|(opscope, _)| opscope).collect()
+        }
+    }
+
+    fn processes(&self) -> impl Iterator<Item = (&Opscope, &Ports)> {
+        self.nodes
+            .iter()
+            .map(|node| (&node.opscope, &node.ports))
+            .chain(
+                self.gateways
+                    .iter()
+                    .map(|(opscope, ports)| (opscope, ports)),
+            )
+    }
+
+    /// Every signal change the correlators printed (their debug exporters' JSON lines).
+    pub fn signals(&self) -> Vec<Value> {
+        self.correlators()
+            .into_iter()
+            .flat_map(|opscope| {
+                let stdout = fs::read_to_string(opscope.stdout_path()).unwrap_or_default();
+                stdout
+                    .lines()
+                    .filter(|line| line.starts_with('{'))
+                    .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                    .filter(|value| value.get("signal").is_some())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Whether every process answers `/healthz` with 200.
+    pub fn healthy(&self) -> bool {
+        self.processes().all(|(_, ports)| {
+            http_get(&ports.health_addr(), "/healthz").is_ok_and(|a| a.status == 200)
+        })
+    }
+
+    /// The sum over the processes of their own series `family`.
+    pub fn metric(&self, family: &str) -> f64 {
+        self.processes()
+            .map(|(opscope, ports)| opscope.metric_value(&ports.metrics_addr(), family, &[]))
+            .sum()
+    }
+
+    /// The largest resident size of a process.
+    pub fn largest_resident(&self) -> u64 {
+        self.processes()
+            .map(|(opscope, _)| crate::common::resident_bytes(opscope.pid()))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Where an agent reads pod logs and keeps its state.
+struct Places<'a> {
+    log_root: &'a Path,
+    state: &'a Path,
+}
+
+/// The receivers every node's agent has: its operators' OTLP and their pod logs.
+fn node_receivers(ports: &Ports, places: &Places<'_>) -> String {
+    format!(
+        r#"  otlp:
+    protocols:
+      grpc: {{ endpoint: 127.0.0.1:{grpc} }}
+  filelog:
+    include: ["{log_root}/*/*/*.log"]
+    namespaces: ["*-system"]
+    start_at: beginning
+    storage: {state}/filelog
+    poll_interval: 200ms
+"#,
+        grpc = ports.grpc,
+        log_root = places.log_root.display(),
+        state = places.state.display(),
+    )
+}
+
+fn service_end(ports: &Ports) -> String {
+    format!(
+        "extensions:\n  health_check: {{ endpoint: 127.0.0.1:{health} }}\n",
+        health = ports.health
+    )
+}
+
+fn telemetry(ports: &Ports) -> String {
+    format!(
+        "  extensions: [health_check]\n  telemetry:\n    metrics: {{ address: 127.0.0.1:{metrics} }}\n",
+        metrics = ports.metrics
+    )
+}
+
+/// The single-node agent: receives everything, correlates, and fans out to the
+/// backends (when they are built); its Prometheus endpoint on `prometheus_port`.
+fn all_in_one_config(
+    ports: &Ports,
+    audit: &str,
+    places: &Places<'_>,
+    backends: Option<&Backends>,
+    correlator: &str,
+    prometheus_port: u16,
+) -> String {
+    let (exporters, traces_to, signals_to) = match backends {
+        Some(backends) => (
+            format!(
+                "  otlp/jaeger: {{ endpoint: {}, tls: {{ insecure: true }} }}\n  alertmanager: {{ endpoint: {}, resend_interval: 5s }}\n",
+                backends.jaeger.otlp_grpc_endpoint(),
+                backends.alertmanager.url(),
+            ),
+            ", otlp/jaeger",
+            ", otlp/jaeger, alertmanager",
+        ),
+        None => (String::new(), "", ""),
+    };
+    format!(
+        r#"receivers:
+{receivers}  k8s_audit:
+    endpoint: {audit}
+  prometheus_scrape:
+    targets_file: {state}/targets.yaml
+    interval: 5s
+processors:
+  operator_tagger: {{}}
+  correlator: {correlator}
+  batch: {{ timeout: 200ms }}
+exporters:
+  debug: {{ verbosity: detailed }}
+  prometheus: {{ endpoint: 127.0.0.1:{prometheus_port} }}
+{exporters}connectors:
+  operator_metrics: {{}}
+{end}service:
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics{traces_to}] }}
+    logs: {{ receivers: [otlp, filelog, k8s_audit], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics] }}
+    metrics: {{ receivers: [prometheus_scrape, operator_metrics], processors: [operator_tagger, correlator, batch], exporters: [prometheus] }}
+    signals: {{ exporters: [debug, prometheus{signals_to}] }}
+{telemetry}"#,
+        receivers = node_receivers(ports, places),
+        state = places.state.display(),
+        end = service_end(ports),
+        telemetry = telemetry(ports),
+    )
+}
+
+/// A node's agent in the multi-node shape: tags its pods' telemetry and routes each
+/// record to the gateway owning its object.
+fn node_agent_config(ports: &Ports, places: &Places<'_>, routing: &str) -> String {
+    format!(
+        r#"receivers:
+{receivers}processors:
+  operator_tagger: {{}}
+  batch: {{ timeout: 200ms }}
+exporters:
+{routing}{end}service:
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
+    logs: {{ receivers: [otlp, filelog], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
+{telemetry}"#,
+        receivers = node_receivers(ports, places),
+        end = service_end(ports),
+        telemetry = telemetry(ports),
+    )
+}
+
+/// A gateway: correlates what the agents route to it; the audit events it takes go on
+/// to their object's owner by the same ring.
+fn gateway_config(ports: &Ports, audit_port: u16, correlator: &str, routing: &str) -> String {
+    format!(
+        r#"receivers:
+  otlp: {{ protocols: {{ grpc: {{ endpoint: 127.0.0.1:{grpc} }} }} }}
+  k8s_audit: {{ endpoint: 127.0.0.1:{audit_port} }}
+processors:
+  operator_tagger: {{}}
+  correlator: {correlator}
+  batch: {{ timeout: 200ms }}
+exporters:
+  debug: {{ verbosity: detailed }}
+{routing}{end}service:
+  pipelines:
+    traces: {{ receivers: [otlp], processors: [correlator] }}
+    logs: {{ receivers: [otlp], processors: [correlator] }}
+    logs/audit: {{ receivers: [k8s_audit], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
+    signals: {{ exporters: [debug] }}
+{telemetry}"#,
+        grpc = ports.grpc,
+        end = service_end(ports),
+        telemetry = telemetry(ports),
+    )
+}
