@@ -403,31 +403,30 @@ impl ApiClient {
     }
 
     pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
-        let text = self.get_text(path).await?;
-        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+        self.send_json(reqwest::Method::GET, path, None).await
     }
 
     /// `POST collection` of `object`.
     pub async fn create(&self, collection: &str, object: &Value) -> Result<Value, ApiError> {
-        let text = self
-            .send(
-                reqwest::Method::POST,
-                collection,
-                Some(("application/json", object)),
-            )
-            .await?;
-        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+        let body = Some(("application/json", object));
+        self.send_json(reqwest::Method::POST, collection, body)
+            .await
     }
 
     /// A JSON merge patch of the object at `path`.
     pub async fn merge_patch(&self, path: &str, patch: &Value) -> Result<Value, ApiError> {
-        let text = self
-            .send(
-                reqwest::Method::PATCH,
-                path,
-                Some(("application/merge-patch+json", patch)),
-            )
-            .await?;
+        let body = Some(("application/merge-patch+json", patch));
+        self.send_json(reqwest::Method::PATCH, path, body).await
+    }
+
+    /// [`Self::send`], the answer read as JSON (`null` when it is none).
+    async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(&str, &Value)>,
+    ) -> Result<Value, ApiError> {
+        let text = self.send(method, path, body).await?;
         Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 

@@ -458,44 +458,34 @@ async fn finalized_widget(rig: &Rig, name: &str) -> Result<(), String> {
 
 /// A finalizer whose cleanup fails on every deletion.
 async fn stuck_finalizer(rig: Arc<Rig>, name: &'static str) -> Outcome {
-    rig.namespaces(name).await;
-    let _operator = rig.start_operator(&spec(name, &["--mode=stuck-finalizer"]));
-    finalized_widget(&rig, name).await?;
-    let deleted = Instant::now();
-    rig.delete_widget(name, "w1").await?;
-    let signal = expect_firing(
-        &rig,
-        name,
-        FINALIZER_WAIT,
-        "finalizer_leak",
-        &["cleanup_failing"],
-    )
-    .await?;
-    Ok(format!(
-        "finalizer_leak cleanup_failing {:.1} s after the deletion (max_age {FINALIZER_MAX_AGE}), evidence {}",
-        deleted.elapsed().as_secs_f64(),
-        signal["evidence"]
-    ))
+    finalizer_leak(&rig, name, false).await
 }
 
 /// The same finalizer, its operator gone before the Widget is deleted.
 async fn orphaned_finalizer(rig: Arc<Rig>, name: &'static str) -> Outcome {
+    finalizer_leak(&rig, name, true).await
+}
+
+/// Deletes a Widget the stuck-finalizer operator holds (stopped first when
+/// `orphaned`): `cleanup_failing` while it runs, `no_controller` when it is gone.
+async fn finalizer_leak(rig: &Rig, name: &str, orphaned: bool) -> Outcome {
     rig.namespaces(name).await;
     let mut operator = rig.start_operator(&spec(name, &["--mode=stuck-finalizer"]));
-    finalized_widget(&rig, name).await?;
-    operator.kill();
+    finalized_widget(rig, name).await?;
+    if orphaned {
+        operator.kill();
+    }
     let deleted = Instant::now();
     rig.delete_widget(name, "w1").await?;
-    let signal = expect_firing(
-        &rig,
-        name,
-        FINALIZER_WAIT,
-        "finalizer_leak",
-        &["no_controller"],
-    )
-    .await?;
+    let wanted = if orphaned {
+        "no_controller"
+    } else {
+        "cleanup_failing"
+    };
+    let signal = expect_firing(rig, name, FINALIZER_WAIT, "finalizer_leak", &[wanted]).await?;
+    let first_evidence = evidence(&signal, "").first().copied().unwrap_or_default();
     Ok(format!(
-        "finalizer_leak no_controller {:.1} s after the deletion ({} reconciles since)",
+        "finalizer_leak {wanted} {:.1} s after the deletion (max_age {FINALIZER_MAX_AGE}), {} reconciles since, evidence {first_evidence:?}",
         deleted.elapsed().as_secs_f64(),
         figure(&signal, "reconciles_since_deletion")
     ))
