@@ -47,6 +47,14 @@ impl<'a> LazyReference<'a> {
     }
 }
 
+/// Traced references that [`Evidence::add_trace`] keeps of the five.
+const MAX_TRACED: usize = 2;
+
+/// Whether a reference leads to a trace.
+fn leads_to_trace(reference: &str) -> bool {
+    reference.starts_with("trace ") || reference.contains(" trace ")
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Evidence {
     /// Oldest first; at most [`MAX_EVIDENCE`], so dropping the oldest is cheap.
@@ -66,7 +74,14 @@ impl Evidence {
             return;
         }
         if self.references.len() >= MAX_EVIDENCE {
-            self.references.remove(0);
+            // A reference that leads to a trace outlives the plain ones, which
+            // keep coming while a loop fires, newest first and traceless (a
+            // reconcile's spans reach the agent a batch after its log line).
+            let oldest_untraced = self
+                .references
+                .iter()
+                .position(|kept| !leads_to_trace(kept));
+            self.references.remove(oldest_untraced.unwrap_or(0));
         }
         // Room for all at once: growing by doubling would leave three unused slots
         // in every tracked object's evidence.
@@ -89,7 +104,7 @@ impl Evidence {
             return;
         }
         let untraced = self.references.iter_mut().find(|kept| {
-            !kept.contains("trace ")
+            !leads_to_trace(kept)
                 && kept
                     .strip_suffix(reconcile)
                     .is_some_and(|place| place.ends_with("reconcile "))
@@ -103,6 +118,18 @@ impl Evidence {
             .get(..boundary(&merged))
             .unwrap_or_default()
             .to_string();
+        // The latest few traced references are enough to follow; the other places
+        // stay for the freshest reconciles.
+        if self
+            .references
+            .iter()
+            .filter(|kept| leads_to_trace(kept))
+            .count()
+            > MAX_TRACED
+            && let Some(oldest) = self.references.iter().position(|kept| leads_to_trace(kept))
+        {
+            self.references.remove(oldest);
+        }
     }
 
     /// The references, oldest first.
@@ -129,6 +156,30 @@ mod tests {
         }
         assert_eq!(evidence.as_slice(), ["b", "c", "d", "e", "f"]);
         assert_eq!(evidence.references.capacity(), MAX_EVIDENCE);
+    }
+
+    #[test]
+    fn traced_references_outlive_the_plain_ones_that_keep_coming() {
+        let mut evidence = Evidence::default();
+        for n in 0..5 {
+            evidence.push(&format!("pod.log:{n} reconcile r{n}"));
+        }
+        for n in 0..3 {
+            evidence.add_trace(&format!("trace t{n} span s{n} reconcile r{n}"));
+        }
+        for n in 5..9 {
+            evidence.push(&format!("pod.log:{n} reconcile r{n}"));
+        }
+        assert_eq!(
+            evidence.as_slice(),
+            [
+                "pod.log:1 trace t1 span s1 reconcile r1",
+                "pod.log:2 trace t2 span s2 reconcile r2",
+                "pod.log:6 reconcile r6",
+                "pod.log:7 reconcile r7",
+                "pod.log:8 reconcile r8"
+            ]
+        );
     }
 
     #[test]
