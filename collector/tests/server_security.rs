@@ -13,10 +13,7 @@ use opentelemetry_otlp::{SpanExporter, WithExportConfig as _, WithTonicConfig as
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SerialNumber,
-};
+use opscope_testkit::pki::{Issued, TestCa, Usage as ExtendedKeyUsagePurpose};
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
@@ -33,27 +30,13 @@ const TRACE: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"serv
 
 /// A throwaway CA, the certificates it issues, and the files they are written to.
 struct Pki {
-    ca: CertifiedIssuer<'static, KeyPair>,
+    ca: TestCa,
     dir: TempDir,
-}
-
-/// A certificate and its key, as PEM, and the certificate's DER.
-struct Issued {
-    cert_pem: String,
-    key_pem: String,
-    der: Vec<u8>,
 }
 
 impl Pki {
     fn new() -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "opscope test CA");
-        let key = KeyPair::generate().expect("CA key");
-        let ca = CertifiedIssuer::self_signed(params, key).expect("CA certificate");
+        let ca = TestCa::new("opscope test CA");
         let dir = tempfile::tempdir().expect("a temp dir");
         let pki = Pki { ca, dir };
         std::fs::write(pki.path("ca.crt"), pki.ca.pem()).expect("write the CA");
@@ -65,19 +48,7 @@ impl Pki {
     }
 
     fn issue(&self, name: &str, serial: u64, usage: ExtendedKeyUsagePurpose) -> Issued {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .expect("leaf params");
-        params.serial_number = Some(SerialNumber::from(serial));
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().expect("leaf key");
-        let certificate = params.signed_by(&key, &self.ca).expect("sign the leaf");
-        Issued {
-            cert_pem: certificate.pem(),
-            key_pem: key.serialize_pem(),
-            der: certificate.der().to_vec(),
-        }
+        self.ca.issue(name, serial, usage)
     }
 
     fn server(&self, serial: u64) -> Issued {
@@ -292,7 +263,9 @@ fn sdk_over_grpc_with_tls_and_a_bearer_token_arrives_and_other_calls_are_unauthe
 /// A TLS connection's view of the server's certificate.
 async fn served_certificate(pki: &Pki, port: u16) -> Vec<u8> {
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(pki.ca.der().clone()).expect("the CA as a root");
+    roots
+        .add(rustls::pki_types::CertificateDer::from(pki.ca.der()))
+        .expect("the CA as a root");
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

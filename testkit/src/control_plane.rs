@@ -12,13 +12,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::prelude::{BASE64_STANDARD, Engine as _};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use rcgen::KeyPair;
 use serde_json::Value;
 
 use crate::backend::{ServerProcess, TempDir, built_or_skip, free_port, temp_dir};
+use crate::pki::{TestCa, Usage};
 
 /// kube-apiserver takes longer than the other servers to be ready: it installs its
 /// default objects (priority levels, RBAC roles) before `/readyz` answers.
@@ -292,28 +290,10 @@ async fn start_etcd(binary: &Path) -> ServerProcess {
 /// Writes the serving certificate (signed by a CA of its own) and the service-account
 /// signing key into `dir`; returns the CA's PEM.
 fn write_pki(dir: &Path) -> String {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "e2e kubernetes CA");
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
-        .expect("the CA certificate");
-    let mut params = CertificateParams::new(vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "kubernetes.default.svc".to_string(),
-    ])
-    .expect("serving params");
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let key = KeyPair::generate().expect("serving key");
-    let certificate = params.signed_by(&key, &ca).expect("sign the serving cert");
-    write(dir, "apiserver.crt", &certificate.pem());
-    write(dir, "apiserver.key", &key.serialize_pem());
+    let ca = TestCa::new("e2e kubernetes CA");
+    let serving = ca.issue("kube-apiserver", 1, Usage::ServerAuth);
+    write(dir, "apiserver.crt", &serving.cert_pem);
+    write(dir, "apiserver.key", &serving.key_pem);
     let signing = KeyPair::generate().expect("service-account key");
     write(dir, "service-accounts.key", &signing.serialize_pem());
     write(dir, "service-accounts.pub", &signing.public_key_pem());

@@ -18,6 +18,7 @@ pub mod operator_pod;
 pub mod otel_collector;
 pub mod otlp_batches;
 pub mod otlp_grpc;
+pub mod pki;
 pub mod prometheus;
 pub mod recording;
 pub mod signals;
