@@ -109,10 +109,8 @@ impl Rig {
         topology: Topology,
     ) -> Self {
         let prometheus_port = free_port();
-        let backends = match topology {
-            Topology::AllInOne => Backends::start(&format!("127.0.0.1:{prometheus_port}")).await,
-            Topology::GatewayTier => None,
-        };
+        // Prometheus scrapes the all-in-one agent; the gateways push by remote write.
+        let backends = Backends::start(&format!("127.0.0.1:{prometheus_port}")).await;
         let deployment = Deployment::start(
             topology,
             finalizer_max_age,

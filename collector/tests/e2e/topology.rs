@@ -84,8 +84,10 @@ pub struct Deployment {
 }
 
 impl Deployment {
-    /// Starts the processes of `topology`; the all-in-one agent sends to `backends` and
-    /// serves its Prometheus endpoint on `prometheus_port`.
+    /// Starts the processes of `topology`, sending to `backends` as the deploy
+    /// configs do (traces from the agents, signals from the correlators); the
+    /// all-in-one agent serves its Prometheus endpoint on `prometheus_port`, the
+    /// gateways push their series by remote write.
     pub fn start(
         topology: Topology,
         finalizer_max_age: &str,
@@ -112,7 +114,7 @@ impl Deployment {
                 // The first gateway takes the webhook, as the Service in front of them
                 // would give it to one; it routes each event to its object's owner.
                 let audit_port = if index == 0 { audit_port } else { free_port() };
-                let config = gateway_config(&ports, audit_port, &correlator, &routing);
+                let config = gateway_config(&ports, audit_port, &correlator, &routing, backends);
                 gateways.push((Opscope::start(&config, &ports.health_addr()), ports));
             }
         }
@@ -146,7 +148,7 @@ impl Deployment {
                         &correlator,
                         prometheus_port,
                     ),
-                    Topology::GatewayTier => node_agent_config(&ports, &places, &routing),
+                    Topology::GatewayTier => node_agent_config(&ports, &places, &routing, backends),
                 };
                 Node {
                     opscope: Opscope::start(&config, &ports.health_addr()),
@@ -281,9 +283,9 @@ fn all_in_one_config(
     let (exporters, traces_to, signals_to) = match backends {
         Some(backends) => (
             format!(
-                "  otlp/jaeger: {{ endpoint: {}, tls: {{ insecure: true }} }}\n  alertmanager: {{ endpoint: {}, resend_interval: 5s }}\n",
-                backends.jaeger.otlp_grpc_endpoint(),
-                backends.alertmanager.url(),
+                "{}{}",
+                jaeger_exporter(backends),
+                alertmanager_exporter(backends)
             ),
             ", otlp/jaeger",
             ", otlp/jaeger, alertmanager",
@@ -322,16 +324,25 @@ exporters:
 
 /// A node's agent in the multi-node shape: tags its pods' telemetry and routes each
 /// record to the gateway owning its object.
-fn node_agent_config(ports: &Ports, places: &Places<'_>, routing: &str) -> String {
+fn node_agent_config(
+    ports: &Ports,
+    places: &Places<'_>,
+    routing: &str,
+    backends: Option<&Backends>,
+) -> String {
+    let (jaeger, traces_to) = match backends {
+        Some(backends) => (jaeger_exporter(backends), ", otlp/jaeger"),
+        None => (String::new(), ""),
+    };
     format!(
         r#"receivers:
 {receivers}processors:
   operator_tagger: {{}}
   batch: {{ timeout: 200ms }}
 exporters:
-{routing}{end}service:
+{routing}{jaeger}{end}service:
   pipelines:
-    traces: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
+    traces: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [loadbalancing{traces_to}] }}
     logs: {{ receivers: [otlp, filelog], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
 {telemetry}"#,
         receivers = node_receivers(ports, places),
@@ -342,7 +353,25 @@ exporters:
 
 /// A gateway: correlates what the agents route to it; the audit events it takes go on
 /// to their object's owner by the same ring.
-fn gateway_config(ports: &Ports, audit_port: u16, correlator: &str, routing: &str) -> String {
+fn gateway_config(
+    ports: &Ports,
+    audit_port: u16,
+    correlator: &str,
+    routing: &str,
+    backends: Option<&Backends>,
+) -> String {
+    let (exporters, signals_to) = match backends {
+        Some(backends) => (
+            format!(
+                "{}{}  prometheusremotewrite: {{ endpoint: {} }}\n",
+                jaeger_exporter(backends),
+                alertmanager_exporter(backends),
+                backends.prometheus.remote_write_url()
+            ),
+            ", otlp/jaeger, alertmanager, prometheusremotewrite",
+        ),
+        None => (String::new(), ""),
+    };
     format!(
         r#"receivers:
   otlp: {{ protocols: {{ grpc: {{ endpoint: 127.0.0.1:{grpc} }} }} }}
@@ -353,15 +382,29 @@ processors:
   batch: {{ timeout: 200ms }}
 exporters:
   debug: {{ verbosity: detailed }}
-{routing}{end}service:
+{routing}{exporters}{end}service:
   pipelines:
     traces: {{ receivers: [otlp], processors: [correlator] }}
     logs: {{ receivers: [otlp], processors: [correlator] }}
     logs/audit: {{ receivers: [k8s_audit], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
-    signals: {{ exporters: [debug] }}
+    signals: {{ exporters: [debug{signals_to}] }}
 {telemetry}"#,
         grpc = ports.grpc,
         end = service_end(ports),
         telemetry = telemetry(ports),
+    )
+}
+
+fn jaeger_exporter(backends: &Backends) -> String {
+    format!(
+        "  otlp/jaeger: {{ endpoint: {}, tls: {{ insecure: true }} }}\n",
+        backends.jaeger.otlp_grpc_endpoint()
+    )
+}
+
+fn alertmanager_exporter(backends: &Backends) -> String {
+    format!(
+        "  alertmanager: {{ endpoint: {}, resend_interval: 5s }}\n",
+        backends.alertmanager.url()
     )
 }
