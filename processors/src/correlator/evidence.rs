@@ -32,6 +32,10 @@ impl<'a> LazyReference<'a> {
         self.place.source.is_none() && self.place.trace_id.is_some()
     }
 
+    pub(crate) fn reconcile_id(&self) -> &str {
+        self.reconcile_id
+    }
+
     /// The reference: where the record is and its reconcile, else the trace, else
     /// the reconcile alone.
     pub(crate) fn get(&self) -> Option<&str> {
@@ -53,6 +57,14 @@ const MAX_TRACED: usize = 2;
 /// Whether a reference leads to a trace.
 fn leads_to_trace(reference: &str) -> bool {
     reference.starts_with("trace ") || reference.contains(" trace ")
+}
+
+/// Whether `kept` names reconcile `reconcile` and no trace: one a trace may join.
+fn awaits_trace_of(kept: &str, reconcile: &str) -> bool {
+    !leads_to_trace(kept)
+        && kept
+            .strip_suffix(reconcile)
+            .is_some_and(|place| place.ends_with("reconcile "))
 }
 
 #[derive(Debug, Clone, Default)]
@@ -91,6 +103,13 @@ impl Evidence {
         self.references.push(reference.to_string());
     }
 
+    /// Whether a reference of reconcile `reconcile` is kept without its trace: asked
+    /// before a span's reference is written, most spans join nothing.
+    pub(crate) fn awaits_trace(&self, reconcile: &str) -> bool {
+        !reconcile.is_empty()
+            && (self.references.iter()).any(|kept| awaits_trace_of(kept, reconcile))
+    }
+
     /// Adds the trace of a reconcile kept already from another of its records, most
     /// often its log line: `pod.log:12 reconcile R` and `trace T span S reconcile R`
     /// become `pod.log:12 trace T span S reconcile R`, a line to read and a trace to
@@ -103,12 +122,10 @@ impl Evidence {
         if !traced.starts_with("trace ") {
             return;
         }
-        let untraced = self.references.iter_mut().find(|kept| {
-            !leads_to_trace(kept)
-                && kept
-                    .strip_suffix(reconcile)
-                    .is_some_and(|place| place.ends_with("reconcile "))
-        });
+        let untraced = self
+            .references
+            .iter_mut()
+            .find(|kept| awaits_trace_of(kept, reconcile));
         let Some(kept) = untraced else {
             return;
         };

@@ -96,7 +96,8 @@ pub(crate) struct LoopState {
     /// the churning field): one place of the evidence of a field churn, kept apart
     /// so the reconciles' own records, arriving at another pace, keep theirs.
     churn_write: Option<Box<str>>,
-    /// The latest error of a reconcile near or in a loop: what a retry storm retries.
+    /// The latest error of a reconcile near or in a loop (`error: <text>`): what a
+    /// retry storm retries.
     last_error: Option<Box<str>>,
 }
 
@@ -138,14 +139,16 @@ impl LoopState {
         {
             self.evidence.push(reference);
         } else if reference.traced()
+            && self.evidence.awaits_trace(reference.reconcile_id())
             && let Some(reference) = reference.get()
         {
             self.evidence.add_trace(reference);
         }
+        let kept_error = self.last_error.as_deref();
         if let (true, Outcome::Error(error)) = (note.first_outcome, outcome)
-            && self.last_error.as_deref() != Some(error.as_str())
+            && kept_error.and_then(|kept| kept.strip_prefix("error: ")) != Some(error.as_str())
         {
-            self.last_error = Some(bounded(error));
+            self.last_error = Some(bounded(&format!("error: {error}")));
         }
     }
 
@@ -342,9 +345,9 @@ fn finding<'a>(
     let cause_evidence = match cause {
         LoopCause::FieldChurn(churn) => {
             figures.push(("field_churn_ratio", churn.ratio));
-            state.churn_write.as_deref().map(str::to_string)
+            state.churn_write.as_deref()
         }
-        LoopCause::ErrorRetryStorm => state.last_error.as_deref().map(|e| format!("error: {e}")),
+        LoopCause::ErrorRetryStorm => state.last_error.as_deref(),
         _ => None,
     };
     let evidence = match cause_evidence {
@@ -352,7 +355,7 @@ fn finding<'a>(
             let reconciles = state.evidence.as_slice();
             let older = reconciles.len().saturating_sub(MAX_EVIDENCE - 1);
             let mut evidence: Vec<String> = reconciles.iter().skip(older).cloned().collect();
-            evidence.push(reference);
+            evidence.push(reference.to_string());
             Cow::Owned(evidence)
         }
         None => Cow::Borrowed(state.evidence.as_slice()),
