@@ -14,6 +14,7 @@ pub enum SignalType {
     WriteConflict,
     FinalizerLeak,
     ResourceLeak,
+    ApiRequestStorm,
 }
 
 impl SignalType {
@@ -23,6 +24,7 @@ impl SignalType {
             Self::WriteConflict => "write_conflict",
             Self::FinalizerLeak => "finalizer_leak",
             Self::ResourceLeak => "resource_leak",
+            Self::ApiRequestStorm => "api_request_storm",
         }
     }
 }
@@ -63,7 +65,7 @@ pub struct Signal {
     pub cause: String,
     pub severity: Severity,
     pub state: SignalState,
-    /// The object; for `resource_leak`, the operator pod (kind `Pod`).
+    /// The object; for `resource_leak` and `api_request_storm`, the operator pod (kind `Pod`).
     pub object: ObjectRef,
     pub operator: OperatorRef,
     pub controller: String,

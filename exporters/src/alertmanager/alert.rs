@@ -63,6 +63,7 @@ pub fn alertname(signal: SignalType) -> &'static str {
         SignalType::WriteConflict => "OperatorWriteConflict",
         SignalType::FinalizerLeak => "OperatorFinalizerLeak",
         SignalType::ResourceLeak => "OperatorResourceLeak",
+        SignalType::ApiRequestStorm => "OperatorAPIRequestStorm",
     }
 }
 
@@ -200,6 +201,7 @@ mod tests {
             SignalType::WriteConflict,
             SignalType::FinalizerLeak,
             SignalType::ResourceLeak,
+            SignalType::ApiRequestStorm,
         ]
         .map(alertname);
         assert_eq!(
@@ -209,6 +211,7 @@ mod tests {
                 "OperatorWriteConflict",
                 "OperatorFinalizerLeak",
                 "OperatorResourceLeak",
+                "OperatorAPIRequestStorm",
             ]
         );
     }
