@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::api_request_storm::ApiRequestStormConfig;
 use super::finalizer_leak::FinalizerLeakConfig;
 use super::journal::JournalConfig;
 use super::reconcile_loop::ReconcileLoopConfig;
@@ -19,6 +20,7 @@ pub struct CorrelatorConfig {
     pub write_conflict: WriteConflictConfig,
     pub finalizer_leak: FinalizerLeakConfig,
     pub resource_leak: ResourceLeakConfig,
+    pub api_request_storm: ApiRequestStormConfig,
     /// Objects tracked at most; beyond, the least recently seen one is evicted.
     pub max_objects: usize,
     /// An object with no event for this long and nothing firing is forgotten.
@@ -64,6 +66,7 @@ impl Default for CorrelatorConfig {
             write_conflict: WriteConflictConfig::default(),
             finalizer_leak: FinalizerLeakConfig::default(),
             resource_leak: ResourceLeakConfig::default(),
+            api_request_storm: ApiRequestStormConfig::default(),
             max_objects: 10_000,
             idle_expiry: Duration::from_secs(15 * 60),
             lateness: Duration::from_secs(30),
@@ -81,6 +84,7 @@ impl Validate for CorrelatorConfig {
             ("write_conflict", self.write_conflict.validate()),
             ("finalizer_leak", self.finalizer_leak.validate()),
             ("resource_leak", self.resource_leak.validate()),
+            ("api_request_storm", self.api_request_storm.validate()),
         ];
         for (section, result) in sections {
             result.map_err(|error| error.within(section))?;
@@ -116,6 +120,13 @@ mod tests {
         assert_eq!(config.finalizer_leak.max_age, Duration::from_secs(300));
         assert_eq!(config.resource_leak.window, Duration::from_secs(900));
         assert_eq!(config.resource_leak.min_r_squared, 0.9);
+        assert_eq!(config.api_request_storm.min_sends_per_second, 50.0);
+        assert_eq!(config.api_request_storm.duration, Duration::from_secs(120));
+        assert_eq!(
+            config.api_request_storm.rate_window,
+            Duration::from_secs(30)
+        );
+        assert_eq!(config.api_request_storm.max_instances, 1_000);
         assert_eq!(config.max_objects, 10_000);
         assert_eq!(config.validate(), Ok(()));
     }
@@ -124,7 +135,8 @@ mod tests {
     fn reads_collector_style_settings() {
         let config: CorrelatorConfig = serde_json::from_str(
             r#"{"reconcile_loop":{"min_reconciles":50,"window":"2m"},
-                "finalizer_leak":{"max_age":"10m"},"lateness":"5s"}"#,
+                "finalizer_leak":{"max_age":"10m"},"lateness":"5s",
+                "api_request_storm":{"min_sends_per_second":20,"duration":"5m"}}"#,
         )
         .unwrap();
         assert_eq!(config.reconcile_loop.min_reconciles, 50);
@@ -132,6 +144,12 @@ mod tests {
         assert_eq!(config.reconcile_loop.fast_requeue, Duration::from_secs(1));
         assert_eq!(config.finalizer_leak.max_age, Duration::from_secs(600));
         assert_eq!(config.lateness, Duration::from_secs(5));
+        assert_eq!(config.api_request_storm.min_sends_per_second, 20.0);
+        assert_eq!(config.api_request_storm.duration, Duration::from_secs(300));
+        assert_eq!(
+            config.api_request_storm.rate_window,
+            Duration::from_secs(30)
+        );
     }
 
     #[test]
@@ -155,6 +173,12 @@ mod tests {
         assert_eq!(
             config.validate().unwrap_err().field,
             "resource_leak.sample_interval"
+        );
+        let mut config = CorrelatorConfig::default();
+        config.api_request_storm.min_sends_per_second = -1.0;
+        assert_eq!(
+            config.validate().unwrap_err().field,
+            "api_request_storm.min_sends_per_second"
         );
         let config = CorrelatorConfig {
             max_objects: 0,

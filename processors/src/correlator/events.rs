@@ -16,6 +16,7 @@ pub enum Event {
     Object(ObjectEvent),
     Gauge(GaugeEvent),
     Counter(CounterEvent),
+    ApiTraffic(ApiTrafficEvent),
 }
 
 impl Event {
@@ -24,6 +25,7 @@ impl Event {
             Event::Object(event) => event.time,
             Event::Gauge(event) => event.time,
             Event::Counter(event) => event.time,
+            Event::ApiTraffic(event) => event.time,
         }
     }
 }
@@ -227,6 +229,59 @@ pub enum Counter {
     ApiRequests,
     /// `rest_client_requests_total{code="409"}`: writes refused as conflicts.
     ApiConflicts,
+}
+
+/// A sample of one of the kernel probe's counters of one container of an operator
+/// pod (`opscope.ebpf.api_server.*`): its traffic to the API server, whether or not
+/// the operator is instrumented.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiTrafficEvent {
+    pub time: Nanos,
+    pub operator: OperatorRef,
+    pub instance: String,
+    /// The container counted (its id, else its name): each keeps its own running total.
+    pub container: String,
+    pub measure: ApiTraffic,
+    /// When the running total began (the point's start time); a new start is a reset.
+    pub start: Nanos,
+    pub value: f64,
+    /// False when `value` already is the increase since the previous sample.
+    pub cumulative: bool,
+}
+
+/// What the kernel probe counts of a pod's traffic to the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ApiTraffic {
+    /// `opscope.ebpf.api_server.send_calls`.
+    SendCalls,
+    /// `opscope.ebpf.api_server.sent_bytes`.
+    SentBytes,
+    /// `opscope.ebpf.api_server.connections`, by `outcome`.
+    Connections(ConnectionOutcome),
+}
+
+/// How a TCP connection to the API server ended its handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConnectionOutcome {
+    Established,
+    Refused,
+    Reset,
+    TimedOut,
+    Failed,
+}
+
+impl ConnectionOutcome {
+    /// The outcome of the probe's `outcome` attribute, `None` for one it does not write.
+    pub fn of_attribute(outcome: &str) -> Option<Self> {
+        match outcome {
+            "established" => Some(Self::Established),
+            "refused" => Some(Self::Refused),
+            "reset" => Some(Self::Reset),
+            "timed_out" => Some(Self::TimedOut),
+            "failed" => Some(Self::Failed),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

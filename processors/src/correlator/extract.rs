@@ -15,8 +15,8 @@ use opscope_proto::otlp::resource::v1::Resource;
 use opscope_proto::otlp::trace::v1::status::StatusCode;
 
 use super::events::{
-    Counter, CounterEvent, Event, GaugeEvent, ObjectEvent, ObjectEventKind, ObjectState, Outcome,
-    Reconcile, RecordPlace, Write, push_ids,
+    ApiTraffic, ApiTrafficEvent, ConnectionOutcome, Counter, CounterEvent, Event, GaugeEvent,
+    ObjectEvent, ObjectEventKind, ObjectState, Outcome, Reconcile, RecordPlace, Write, push_ids,
 };
 
 use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
@@ -33,6 +33,8 @@ use super::tagged::Tagged;
 use opscope_model::kubernetes::api_call::{ApiCall, api_call_from_span};
 
 const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];
+/// The container a kernel probe's metrics count, when the runtime names it.
+const CONTAINER_ID: &str = "container.id";
 
 /// A record reduced to what extraction needs, whatever its signal type.
 struct Record<'a> {
@@ -228,6 +230,14 @@ pub fn from_metrics(request: &ExportMetricsServiceRequest, out: &mut Vec<Event>)
             get_str(resource, K8S_POD_NAME).or_else(|| get_str(resource, "service.instance.id"));
         let Some(instance) = instance else { continue };
         let operator = Source::of(resource_metrics.resource.as_ref()).operator;
+        let container = get_str(resource, CONTAINER_ID)
+            .or_else(|| get_str(resource, K8S_CONTAINER_NAME))
+            .unwrap_or_default();
+        let pod = PodContainer {
+            operator: &operator,
+            instance,
+            container,
+        };
         for metric in resource_metrics
             .scope_metrics
             .iter()
@@ -237,6 +247,8 @@ pub fn from_metrics(request: &ExportMetricsServiceRequest, out: &mut Vec<Event>)
                 gauge_events(metric, &operator, instance, out);
             } else if let Some(counter) = counter_of(&metric.name) {
                 counter_events(metric, counter, &operator, instance, out);
+            } else if let Some(measure) = api_traffic_of(&metric.name) {
+                api_traffic_events(metric, measure, &pod, out);
             }
         }
     }
@@ -334,6 +346,62 @@ fn counter_events(
             }));
         }
         out.push(Event::Counter(event));
+    }
+}
+
+/// Whose traffic a kernel probe's metric counts: one container of an operator pod.
+struct PodContainer<'a> {
+    operator: &'a OperatorRef,
+    instance: &'a str,
+    container: &'a str,
+}
+
+/// What a kernel probe's metric counts of the traffic to the API server, by its OTLP
+/// name; a connection's outcome is read from each point.
+fn api_traffic_of(metric: &str) -> Option<ApiTraffic> {
+    match metric {
+        "opscope.ebpf.api_server.send_calls" => Some(ApiTraffic::SendCalls),
+        "opscope.ebpf.api_server.sent_bytes" => Some(ApiTraffic::SentBytes),
+        "opscope.ebpf.api_server.connections" => {
+            Some(ApiTraffic::Connections(ConnectionOutcome::Established))
+        }
+        _ => None,
+    }
+}
+
+fn api_traffic_events(
+    metric: &Metric,
+    measure: ApiTraffic,
+    pod: &PodContainer<'_>,
+    out: &mut Vec<Event>,
+) {
+    let Some(Data::Sum(sum)) = &metric.data else {
+        return;
+    };
+    let cumulative = sum.aggregation_temporality != AggregationTemporality::Delta as i32;
+    for point in &sum.data_points {
+        let Some(value) = point_value(point) else {
+            continue;
+        };
+        let measure = match measure {
+            ApiTraffic::Connections(_) => {
+                let outcome =
+                    get_str(&point.attributes, "outcome").and_then(ConnectionOutcome::of_attribute);
+                let Some(outcome) = outcome else { continue };
+                ApiTraffic::Connections(outcome)
+            }
+            other => other,
+        };
+        out.push(Event::ApiTraffic(ApiTrafficEvent {
+            time: point.time_unix_nano,
+            operator: pod.operator.clone(),
+            instance: pod.instance.to_string(),
+            container: pod.container.to_string(),
+            measure,
+            start: point.start_time_unix_nano,
+            value,
+            cumulative,
+        }));
     }
 }
 

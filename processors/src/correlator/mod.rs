@@ -1,9 +1,10 @@
 //! The correlator: turns tagged records into events about objects and operator
-//! instances, and detects reconcile loops, write conflicts, finalizer leaks and
-//! resource leaks from them, on event time.
+//! instances, and detects reconcile loops, write conflicts, finalizer leaks, resource
+//! leaks and API request storms from them, on event time.
 
 use std::collections::BTreeSet;
 
+mod api_request_storm;
 mod compact;
 mod config;
 pub mod events;
@@ -34,6 +35,7 @@ mod test_support;
 #[cfg(test)]
 mod tests;
 
+pub use api_request_storm::ApiRequestStormConfig;
 pub use config::{CorrelatorConfig, HandoverConfig};
 pub use events::{Event, ObjectEvent, ObjectEventKind, RecordPlace};
 pub use finalizer_leak::FinalizerLeakConfig;
@@ -47,8 +49,9 @@ use opscope_model::kubernetes::ObjectKey;
 use opscope_model::signal::{Signal, SignalType};
 use opscope_model::timestamp::Nanos;
 
+use api_request_storm::StormDetector;
 use compact::bound_object;
-use events::{CounterEvent, GaugeEvent};
+use events::{ApiTrafficEvent, CounterEvent, GaugeEvent};
 use object_state::TrackedObject;
 use object_table::ObjectTable;
 use operator_counters::OperatorCounters;
@@ -89,6 +92,7 @@ pub struct Correlator {
     objects: ObjectTable,
     leaks: LeakDetector,
     counters: OperatorCounters,
+    storms: StormDetector,
     /// Signals resolved because their subject was evicted, sent with the next advance.
     evicted_signals: Vec<Signal>,
     stats: CorrelatorStats,
@@ -103,6 +107,7 @@ impl Correlator {
                 &config.write_conflict,
                 config.resource_leak.max_instances,
             ),
+            storms: StormDetector::new(&config.api_request_storm),
             config,
             watermark: 0,
             evicted_signals: Vec::new(),
@@ -123,6 +128,7 @@ impl Correlator {
             Event::Object(mut event) => self.observe_object(&mut event),
             Event::Gauge(event) => self.observe_gauge(event),
             Event::Counter(event) => self.observe_counter(event),
+            Event::ApiTraffic(event) => self.observe_api_traffic(event),
         };
         if !used {
             self.stats.ignored_events += 1;
@@ -168,11 +174,13 @@ impl Correlator {
         self.leaks
             .sweep(now, idle_expiry, update_interval, &mut out);
         self.sweep_counters(now, idle_expiry, update_interval, &mut out);
+        self.storms
+            .sweep(now, idle_expiry, update_interval, &mut out);
         if let Some(cutoff) = now.checked_sub(idle_expiry) {
             self.stats.expired_objects += self.objects.expire(cutoff) as u64;
         }
         for signal in &mut out {
-            self.counters.add_figures(signal, now);
+            self.add_figures(signal, now);
         }
         out
     }
@@ -190,10 +198,11 @@ impl Correlator {
             .flat_map(|entry| entry.object.active())
             .chain(self.leaks.active())
             .chain(self.counters.active())
+            .chain(self.storms.active())
             .cloned()
             .collect();
         for signal in &mut active {
-            self.counters.add_figures(signal, self.watermark);
+            self.add_figures(signal, self.watermark);
         }
         active
     }
@@ -201,8 +210,10 @@ impl Correlator {
     pub fn stats(&self) -> CorrelatorStats {
         CorrelatorStats {
             tracked_objects: self.objects.len(),
-            tracked_instances: self.leaks.len() + self.counters.len(),
-            evicted_instances: self.leaks.evicted() + self.counters.evicted(),
+            tracked_instances: self.leaks.len() + self.counters.len() + self.storms.len(),
+            evicted_instances: self.leaks.evicted()
+                + self.counters.evicted()
+                + self.storms.evicted(),
             ..self.stats.clone()
         }
     }
@@ -239,6 +250,18 @@ impl Correlator {
     fn observe_counter(&mut self, event: CounterEvent) -> bool {
         self.counters
             .observe(event, self.watermark, &mut self.evicted_signals)
+    }
+
+    fn observe_api_traffic(&mut self, event: ApiTrafficEvent) -> bool {
+        self.storms
+            .observe(event, self.watermark, &mut self.evicted_signals)
+    }
+
+    /// What the operator's own counters and the kernel probe measure of it, on a
+    /// firing signal.
+    fn add_figures(&self, signal: &mut Signal, now: Nanos) {
+        self.counters.add_figures(signal, now);
+        self.storms.add_figures(signal, now);
     }
 
     /// Evaluates the operators' 409 counters, leaving out operators whose conflicts

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-pub(crate) use super::events::{Counter, CounterEvent, Event, Outcome};
+pub(crate) use super::events::{
+    ApiTraffic, ApiTrafficEvent, Counter, CounterEvent, Event, Outcome,
+};
 
 use super::events::{
     GaugeEvent, ObjectEvent, ObjectEventKind, ObjectState, Reconcile, RecordPlace, Write,
@@ -246,6 +248,41 @@ pub(crate) fn counter(
     Event::Counter(counter_event(instance, counter, controller, at, value))
 }
 
+/// A sample of one of the kernel probe's running totals of a container of an
+/// operator pod, counting since `start`.
+pub(crate) fn api_traffic_event(
+    instance: &str,
+    container: &str,
+    measure: ApiTraffic,
+    at: Nanos,
+    start: Nanos,
+    value: f64,
+) -> ApiTrafficEvent {
+    ApiTrafficEvent {
+        time: at,
+        operator: operator(),
+        instance: instance.into(),
+        container: container.into(),
+        measure,
+        start,
+        value,
+        cumulative: true,
+    }
+}
+
+pub(crate) fn api_traffic(
+    instance: &str,
+    container: &str,
+    measure: ApiTraffic,
+    at: Nanos,
+    start: Nanos,
+    value: f64,
+) -> Event {
+    Event::ApiTraffic(api_traffic_event(
+        instance, container, measure, at, start, value,
+    ))
+}
+
 pub(crate) fn correlator() -> Correlator {
     Correlator::new(CorrelatorConfig::default())
 }
@@ -287,6 +324,23 @@ pub(crate) fn feed(
     for event in events {
         let time = event.time();
         correlator.observe(event);
+        signals.extend(correlator.advance(time));
+    }
+    signals
+}
+
+/// Observes the events of each event time together, then advances to it, as the
+/// processor takes a batch: samples taken at once are evaluated together.
+pub(crate) fn run_batches(events: impl IntoIterator<Item = Event>) -> Vec<Signal> {
+    let mut correlator = correlator();
+    let mut signals = Vec::new();
+    let mut events = events.into_iter().peekable();
+    while let Some(event) = events.next() {
+        let time = event.time();
+        correlator.observe(event);
+        while let Some(next) = events.next_if(|next| next.time() == time) {
+            correlator.observe(next);
+        }
         signals.extend(correlator.advance(time));
     }
     signals

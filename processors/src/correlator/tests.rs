@@ -7,7 +7,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::test_support::*;
-use super::{Correlator, CorrelatorConfig, ResourceLeakConfig};
+use super::{ApiRequestStormConfig, Correlator, CorrelatorConfig, ResourceLeakConfig};
 use opscope_model::signal::{Signal, SignalState, SignalType};
 
 /// A healthy operator: every object reconciled every 30 s with its status refreshed,
@@ -289,7 +289,7 @@ fn a_busy_object_stays_within_a_few_kilobytes() {
 
 /// One random event among few kinds, about one of many objects.
 fn arbitrary_event() -> impl Strategy<Value = (u64, u32, u8, u64)> {
-    (0..400u64, 0..5_000u32, 0..8u8, 0..100u64)
+    (0..400u64, 0..5_000u32, 0..9u8, 0..100u64)
 }
 
 fn make_event((step, object, kind, detail): (u64, u32, u8, u64)) -> Event {
@@ -315,10 +315,18 @@ fn make_event((step, object, kind, detail): (u64, u32, u8, u64)) -> Event {
             .into(),
         5 => Ev::gone(&name, at).into(),
         6 => gauge(&format!("pod-{object}"), "go_goroutines", at, detail as f64),
-        _ => Ev::reconcile(&name, at, "")
+        7 => Ev::reconcile(&name, at, "")
             .span(at, millis(detail))
             .instance(&format!("pod-{detail}"))
             .into(),
+        _ => api_traffic(
+            &format!("pod-{object}"),
+            &format!("container-{detail}"),
+            ApiTraffic::SendCalls,
+            at,
+            0,
+            (detail * step) as f64,
+        ),
     }
 }
 
@@ -330,6 +338,7 @@ proptest! {
         let mut correlator = Correlator::new(CorrelatorConfig {
             max_objects: 64,
             resource_leak: ResourceLeakConfig { max_instances: 16, ..ResourceLeakConfig::default() },
+            api_request_storm: ApiRequestStormConfig { max_instances: 16, ..ApiRequestStormConfig::default() },
             idle_expiry: Duration::from_secs(120),
             ..CorrelatorConfig::default()
         });
@@ -344,7 +353,8 @@ proptest! {
             }
             let stats = correlator.stats();
             prop_assert!(stats.tracked_objects <= 64);
-            prop_assert!(stats.tracked_instances <= 16);
+            // Pods with gauges and pods with the probe's traffic, capped apart.
+            prop_assert!(stats.tracked_instances <= 32);
         }
         for entry in correlator.objects.entries() {
             let footprint = entry.object.footprint();
@@ -352,6 +362,9 @@ proptest! {
         }
         for footprint in correlator.leaks.footprint_per_instance() {
             prop_assert!(footprint <= 8 * 1024, "instance state of {footprint} bytes");
+        }
+        for footprint in correlator.storms.footprint_per_instance() {
+            prop_assert!(footprint <= 8 * 1024, "pod traffic state of {footprint} bytes");
         }
         assert_lifecycles(&signals);
     }

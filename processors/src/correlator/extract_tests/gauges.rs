@@ -16,7 +16,7 @@ fn gauges(request: &ExportMetricsServiceRequest) -> Vec<GaugeEvent> {
         .into_iter()
         .filter_map(|event| match event {
             Event::Gauge(gauge) => Some(gauge),
-            Event::Counter(_) => None,
+            Event::Counter(_) | Event::ApiTraffic(_) => None,
             Event::Object(object) => panic!("not a gauge: {object:?}"),
         })
         .collect()

@@ -15,6 +15,7 @@ use opscope_model::kubernetes::ObjectKey;
 use opscope_model::signal::SignalType;
 use opscope_model::timestamp::NANOS_PER_SECOND;
 
+mod api_traffic;
 mod gauges;
 mod operators_and_evidence;
 mod reconciles;
