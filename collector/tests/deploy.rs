@@ -458,7 +458,7 @@ fn every_alert_has_a_unit_test() {
             .any(|c| c["exp_alerts"].as_array().is_some_and(Vec::is_empty));
         assert!(fires && silent, "{alert}: tested firing and silent");
     }
-    assert_eq!(alerts.len(), 8, "{alerts:?}");
+    assert_eq!(alerts.len(), 9, "{alerts:?}");
 }
 
 const KUSTOMIZE_TREES: [&str; 4] = [
