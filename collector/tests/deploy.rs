@@ -211,12 +211,17 @@ fn the_kustomize_trees_hold_the_expected_kinds() {
         kinds_of("overlays/prometheus-rule"),
         with(&["PrometheusRule"])
     );
-    // Neither agents nor gateways call the API server, so they are granted nothing.
+    assert_eq!(kinds_of("overlays/ebpf"), with(&[]));
+    assert_eq!(kinds_of("overlays/ebpf-privileged"), with(&[]));
+    // Neither agents nor gateways call the API server, so they are granted nothing;
+    // nor does the kernel probe, which names pods from the node's folders.
     for overlay in [
         "base",
         "single-node",
         "overlays/servicemonitor",
         "overlays/prometheus-rule",
+        "overlays/ebpf",
+        "overlays/ebpf-privileged",
     ] {
         let kinds = kinds_of(overlay);
         assert!(
@@ -461,11 +466,13 @@ fn every_alert_has_a_unit_test() {
     assert_eq!(alerts.len(), 9, "{alerts:?}");
 }
 
-const KUSTOMIZE_TREES: [&str; 4] = [
+const KUSTOMIZE_TREES: [&str; 6] = [
     "deploy/kubernetes/base",
     "deploy/kubernetes/single-node",
     "deploy/kubernetes/overlays/servicemonitor",
     "deploy/kubernetes/overlays/prometheus-rule",
+    "deploy/kubernetes/overlays/ebpf",
+    "deploy/kubernetes/overlays/ebpf-privileged",
 ];
 
 /// Whether `python3` imports `modules`; when not, the reason is printed and the test is
@@ -662,6 +669,188 @@ fn the_schema_validation_rejects_broken_manifests() {
     }
 }
 
+/// An agent config with the `ebpf` receiver taken out again: its lines in
+/// `receivers` (with the comment above them) and `ebpf` in the `metrics` pipeline's
+/// receivers, which is what overlays/ebpf and the chart's `ebpf.enabled` add.
+fn without_ebpf_receiver(config: &str) -> String {
+    let lines: Vec<&str> = config.lines().collect();
+    let Some(start) = lines.iter().position(|line| *line == "  ebpf:") else {
+        panic!("no ebpf receiver in:\n{config}");
+    };
+    let comment = lines[..start]
+        .iter()
+        .rev()
+        .take_while(|line| line.starts_with("  #"))
+        .count();
+    let body = lines[start + 1..]
+        .iter()
+        .take_while(|line| line.starts_with("    "))
+        .count();
+    let kept = [&lines[..start - comment], &lines[start + 1 + body..]].concat();
+    (kept.join("\n") + "\n").replacen(
+        "    metrics:\n      receivers: [otlp, ebpf]\n",
+        "    metrics:\n      receivers: [otlp]\n",
+        1,
+    )
+}
+
+#[test]
+fn the_ebpf_overlays_config_is_the_daemonset_config_with_the_receiver() {
+    let path = "deploy/kubernetes/overlays/ebpf/agent.yaml";
+    let text = read(&repo(path));
+    assert!(
+        without_ebpf_receiver(&text) == read(&repo("config/daemonset.yaml")),
+        "{path} is config/daemonset.yaml with the ebpf receiver after the others and in \
+         the metrics pipeline's receivers: copy config/daemonset.yaml there and add them again"
+    );
+    let config = document(&repo(path));
+    let ebpf = &config["receivers"]["ebpf"];
+    assert_eq!(
+        ebpf["api_servers"],
+        serde_json::json!(["${env:KUBERNETES_SERVICE_HOST}:${env:KUBERNETES_SERVICE_PORT}"])
+    );
+    assert_eq!(
+        ebpf["namespaces"],
+        serde_json::json!(["*-system", "*-operator*", "operators"])
+    );
+    assert_eq!(ebpf["interval"], "10s");
+    let metrics = &config["service"]["pipelines"]["metrics"];
+    assert_eq!(metrics["receivers"], serde_json::json!(["otlp", "ebpf"]));
+    assert!(
+        strings(&metrics["processors"]).contains(&"correlator".to_string()),
+        "the agent correlates its node's pods' probe counts (api_request_storm)"
+    );
+}
+
+/// The objects of a kustomize tree as render.py renders them, by kind and name.
+fn rendered(tree: &str) -> BTreeMap<String, Value> {
+    let output = deploy_script("render.py", &[tree]);
+    assert!(output.status.success(), "{tree}: {}", describe(&output));
+    comparable(&output.stdout)
+}
+
+/// What the kernel probe needs and nothing more: root with three capabilities (or
+/// privileged, for old kernels), the host's BTF, tracefs, cgroups and container log
+/// links read-only, and the receiver in the agent's config. No hostPID: the probe
+/// keys its counts by cgroup id and names a cgroup's pod from the mounted folders.
+#[test]
+fn the_ebpf_overlays_add_only_what_the_kernel_probe_needs() {
+    if !python_with("yaml") {
+        return;
+    }
+    let base = rendered("deploy/kubernetes/base");
+    let base_pod = &base["DaemonSet opscope-agent"]["spec"]["template"]["spec"];
+    for (tree, privileged) in [
+        ("deploy/kubernetes/overlays/ebpf", false),
+        ("deploy/kubernetes/overlays/ebpf-privileged", true),
+    ] {
+        let overlay = rendered(tree);
+        let changed: Vec<&str> = overlay
+            .iter()
+            .filter(|(key, object)| base.get(*key) != Some(*object))
+            .map(|(key, _)| key.as_str())
+            .collect();
+        assert_eq!(
+            changed,
+            ["ConfigMap opscope-config", "DaemonSet opscope-agent"],
+            "{tree}: only the agents and their config change"
+        );
+        assert_eq!(overlay.len(), base.len(), "{tree}: no object added");
+
+        let pod = &overlay["DaemonSet opscope-agent"]["spec"]["template"]["spec"];
+        for host_namespace in ["hostPID", "hostNetwork", "hostIPC"] {
+            assert!(pod[host_namespace].is_null(), "{tree}: no {host_namespace}");
+        }
+        assert_eq!(
+            pod["securityContext"], base_pod["securityContext"],
+            "{tree}"
+        );
+        let init = strings(&pod["initContainers"][0]["command"]).join(" ");
+        assert!(
+            init.contains("chown -R 0:0 /var/lib/opscope"),
+            "{tree}: the state directory is root's: {init}"
+        );
+        let container = &pod["containers"][0];
+        let security = &container["securityContext"];
+        assert_eq!(
+            security["runAsUser"], 0,
+            "{tree}: added capabilities work for root only"
+        );
+        assert_eq!(security["runAsNonRoot"], false, "{tree}");
+        assert_eq!(security["readOnlyRootFilesystem"], true, "{tree}");
+        if privileged {
+            assert_eq!(security["privileged"], true, "{tree}");
+        } else {
+            assert!(security["privileged"].is_null(), "{tree}");
+            assert_eq!(security["allowPrivilegeEscalation"], false, "{tree}");
+            assert_eq!(
+                security["capabilities"],
+                serde_json::json!({"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_RESOURCE"]}),
+                "{tree}"
+            );
+        }
+
+        let list = |value: &Value| value.as_array().cloned().unwrap_or_default();
+        let (mounts, volumes) = (list(&container["volumeMounts"]), list(&pod["volumes"]));
+        let base_container = &base_pod["containers"][0];
+        let (base_mounts, base_volumes) = (
+            list(&base_container["volumeMounts"]),
+            list(&base_pod["volumes"]),
+        );
+        assert_eq!(mounts[..base_mounts.len()], base_mounts, "{tree}: kept");
+        assert_eq!(volumes[..base_volumes.len()], base_volumes, "{tree}: kept");
+        let host_path = |name: &Value| {
+            volumes
+                .iter()
+                .find(|volume| &volume["name"] == name)
+                .map(|volume| volume["hostPath"]["path"].clone())
+                .unwrap_or_default()
+        };
+        let mut added: Vec<(String, String)> = mounts[base_mounts.len()..]
+            .iter()
+            .map(|mount| {
+                assert_eq!(mount["readOnly"], true, "{tree}: {mount}");
+                let host = host_path(&mount["name"]);
+                (
+                    mount["mountPath"].as_str().unwrap_or_default().into(),
+                    host.as_str().unwrap_or_default().into(),
+                )
+            })
+            .collect();
+        added.sort();
+        let expected = [
+            ("/host/sys/fs/cgroup", "/sys/fs/cgroup"),
+            ("/sys/kernel/btf", "/sys/kernel/btf"),
+            ("/sys/kernel/tracing", "/sys/kernel/tracing"),
+            ("/var/log/containers", "/var/log/containers"),
+        ]
+        .map(|(mount, host)| (mount.to_string(), host.to_string()));
+        assert_eq!(added, expected, "{tree}: (mount, host path)");
+        assert_eq!(
+            volumes.len() - base_volumes.len(),
+            expected.len(),
+            "{tree}: a volume per mount"
+        );
+
+        // The receiver's paths are those mounted; the host's cgroups beside the
+        // container's own /sys/fs/cgroup, where the memory_limiter reads its limit.
+        let text = overlay["ConfigMap opscope-config"]["data"]["opscope.yaml"]
+            .as_str()
+            .unwrap_or_default();
+        let config: Value = serde_saphyr::from_str(text)
+            .unwrap_or_else(|e| panic!("{tree}: the agent's config is not YAML: {e}"));
+        let ebpf = &config["receivers"]["ebpf"];
+        assert_eq!(ebpf["cgroup_root"], "/host/sys/fs/cgroup", "{tree}");
+        assert_eq!(ebpf["pod_logs"], "/var/log/pods", "{tree}");
+        assert!(
+            !mounts
+                .iter()
+                .any(|mount| mount["mountPath"] == "/sys/fs/cgroup"),
+            "{tree}"
+        );
+    }
+}
+
 /// The chart's values that turn on every option.
 const HELM_EVERY_OPTION: &str =
     "namespace.create=true,serviceMonitor.enabled=true,prometheusRule.enabled=true";
@@ -743,9 +932,18 @@ fn rename_config_maps(value: &mut Value, unhashed: &dyn Fn(&str) -> String) {
     }
 }
 
+/// The values the chart is linted, rendered and validated with.
+const HELM_SETS: [&str; 5] = [
+    "",
+    HELM_EVERY_OPTION,
+    "gateway.enabled=false",
+    "ebpf.enabled=true,ebpf.privileged=true",
+    "gateway.enabled=false,ebpf.enabled=true",
+];
+
 #[test]
 fn the_helm_chart_lints_with_the_default_values_and_every_option() {
-    for set in ["", HELM_EVERY_OPTION, "gateway.enabled=false"] {
+    for set in HELM_SETS {
         let mut args = vec!["lint", "--strict", "deploy/helm/opscope"];
         if !set.is_empty() {
             args.extend(["--set", set]);
@@ -767,9 +965,14 @@ fn the_helm_chart_renders_what_kustomize_renders() {
         return;
     }
     // (values, the kustomize trees whose objects together are the chart's)
-    let cases: [(&str, &[&str]); 3] = [
+    let cases: [(&str, &[&str]); 5] = [
         ("", &["deploy/kubernetes/base"]),
         ("gateway.enabled=false", &["deploy/kubernetes/single-node"]),
+        ("ebpf.enabled=true", &["deploy/kubernetes/overlays/ebpf"]),
+        (
+            "ebpf.enabled=true,ebpf.privileged=true",
+            &["deploy/kubernetes/overlays/ebpf-privileged"],
+        ),
         (
             HELM_EVERY_OPTION,
             &[
@@ -818,7 +1021,7 @@ fn the_helm_chart_validates_against_the_kubernetes_schemas() {
     if !python_with("yaml, kubernetes_validate") {
         return;
     }
-    for set in ["", HELM_EVERY_OPTION, "gateway.enabled=false"] {
+    for set in HELM_SETS {
         let Some(chart) = helm_template(set) else {
             return;
         };
@@ -847,4 +1050,34 @@ fn the_helm_chart_validates_against_the_kubernetes_schemas() {
             String::from_utf8_lossy(&output.stdout).trim()
         );
     }
+}
+
+/// The chart's `ebpf` settings reach the receiver, on the all-in-one agent too.
+#[test]
+fn the_helm_charts_ebpf_settings_reach_the_agents_config() {
+    let set = "gateway.enabled=false,ebpf.enabled=true,ebpf.interval=30s,\
+               ebpf.apiServers={10.0.0.5:6443,[fd00::5]:6443},ebpf.namespaces={team-a}";
+    let Some(chart) = helm_template(set) else {
+        return;
+    };
+    let objects = comparable(&chart.stdout);
+    let text = objects["ConfigMap opscope-config"]["data"]["opscope.yaml"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        without_ebpf_receiver(text) == read(&repo("config/single-node.yaml")),
+        "config/single-node.yaml with the ebpf receiver, and nothing else changed:\n{text}"
+    );
+    let config: Value = serde_saphyr::from_str(text).expect("the agent's config is YAML");
+    let ebpf = &config["receivers"]["ebpf"];
+    assert_eq!(
+        ebpf["api_servers"],
+        serde_json::json!(["10.0.0.5:6443", "[fd00::5]:6443"])
+    );
+    assert_eq!(ebpf["namespaces"], serde_json::json!(["team-a"]));
+    assert_eq!(ebpf["interval"], "30s");
+    assert_eq!(
+        config["service"]["pipelines"]["metrics"]["receivers"],
+        serde_json::json!(["otlp", "ebpf"])
+    );
 }
