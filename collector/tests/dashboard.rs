@@ -1,5 +1,6 @@
 //! The Grafana dashboard `deploy/grafana/opscope-operators.json`: importable shape
-//! (inputs, datasource references, variables), the four quadrants, the links into the
+//! (inputs, datasource references, variables), the four quadrants (the API-writes one
+//! with the kernel probe's connection failures and send rate per pod), the links into the
 //! drill-down, and every PromQL query it makes run against a real Prometheus (2 from
 //! Debian, 3 from its module) that scrapes `opscope demo` and evaluates
 //! `deploy/prometheus/rules.yaml`, whose expressions are run too.
@@ -225,6 +226,17 @@ fn its_four_quadrants_hold_what_they_are_for() {
         &top_right,
         "timeseries",
         "rest_client_request_duration_seconds_bucket"
+    ));
+    // The kernel probe's series, as the prometheus exporters name its OTLP sums.
+    assert!(has_panel(
+        &top_right,
+        "heatmap",
+        "opscope_ebpf_api_server_connections_total{outcome!=\"established\"}"
+    ));
+    assert!(has_panel(
+        &top_right,
+        "timeseries",
+        "opscope_ebpf_api_server_send_calls_total"
     ));
 
     let bottom_left = in_quadrant(&dashboard, Quadrant::BottomLeft);

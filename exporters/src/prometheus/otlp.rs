@@ -533,6 +533,54 @@ mod tests {
         assert_eq!(lines, expected);
     }
 
+    /// The kernel probe's sums of an operator pod, named as the dashboard's connection
+    /// failure and send rate panels read them: by `instance` (the pod), joined to
+    /// `target_info` for the operator.
+    #[test]
+    fn the_kernel_probes_sums_have_the_names_the_dashboard_reads() {
+        use AggregationTemporality::Cumulative;
+        let outcome =
+            |outcome: &str, value| number(value, vec![text_attribute("outcome", outcome)]);
+        let mut batch = request(vec![
+            metric(
+                "opscope.ebpf.api_server.connections",
+                "{connection}",
+                Data::Sum(Sum {
+                    data_points: vec![outcome("established", 2.0), outcome("refused", 7.0)],
+                    aggregation_temporality: Cumulative as i32,
+                    is_monotonic: true,
+                }),
+            ),
+            metric(
+                "opscope.ebpf.api_server.send_calls",
+                "{call}",
+                sum(true, Cumulative, 1000.0),
+            ),
+            metric(
+                "opscope.ebpf.api_server.sent_bytes",
+                "By",
+                sum(true, Cumulative, 412_000.0),
+            ),
+        ]);
+        if let Some(resource) = batch.resource_metrics[0].resource.as_mut() {
+            resource.attributes = vec![
+                text_attribute("k8s.namespace.name", "operators"),
+                text_attribute("k8s.pod.name", "widget-operator-0"),
+                text_attribute("k8s.container.name", "manager"),
+                text_attribute("operator.name", "widget-operator"),
+            ];
+        }
+        let lines = exposed(&mut state(), &[batch]);
+        let expected = [
+            r#"opscope_ebpf_api_server_connections_total{instance="widget-operator-0",outcome="established"} 2"#,
+            r#"opscope_ebpf_api_server_connections_total{instance="widget-operator-0",outcome="refused"} 7"#,
+            r#"opscope_ebpf_api_server_send_calls_total{instance="widget-operator-0"} 1000"#,
+            r#"opscope_ebpf_api_server_sent_bytes_total{instance="widget-operator-0"} 412000"#,
+            r#"target_info{instance="widget-operator-0",k8s_container_name="manager",k8s_namespace_name="operators",k8s_pod_name="widget-operator-0",operator_name="widget-operator"} 1"#,
+        ];
+        assert_eq!(lines, expected);
+    }
+
     #[test]
     fn histograms_cumulative_and_delta() {
         let mut state = state();
