@@ -30,6 +30,7 @@ pub struct SelfTelemetry {
     refused: PerKind<Counter>,
     refused_requests: Family<Labels, Counter>,
     skipped_files: Family<Labels, Counter>,
+    unavailable: Family<Labels, Counter>,
     certificate_reloads: Family<Labels, Counter>,
     connections: ConnectionFamilies,
     sent: PerKind<Counter>,
@@ -150,6 +151,12 @@ impl SelfTelemetry {
             "receiver_skipped_files",
             "Paths a file receiver did not tail, by reason (not_regular_file, unreadable), once per path",
             skipped_files.clone(),
+        );
+        let unavailable = Family::<Labels, Counter>::default();
+        registry.register(
+            "receiver_unavailable",
+            "Receivers, or parts of them, that could not run on this host, by receiver and reason (the ebpf receiver: not_built, capabilities, no_btf, cgroups, load_failed, no_tracefs)",
+            unavailable.clone(),
         );
         let certificate_reloads = Family::<Labels, Counter>::default();
         registry.register(
@@ -295,6 +302,7 @@ impl SelfTelemetry {
             refused,
             refused_requests,
             skipped_files,
+            unavailable,
             certificate_reloads,
             connections,
             sent,
@@ -324,6 +332,13 @@ impl SelfTelemetry {
             labels: base,
             request_labels,
         }
+    }
+
+    /// Counts a receiver (or part of one) that cannot run on this host, with why.
+    pub fn receiver_unavailable(&self, receiver: &str, reason: &str) {
+        self.unavailable
+            .get_or_create(&labels(&[("receiver", receiver), ("reason", reason)]))
+            .inc();
     }
 
     /// The reload counters of one receiver server's TLS certificate.

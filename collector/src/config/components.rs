@@ -22,6 +22,7 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use crate::extensions::health_check::HealthCheckConfig;
+use crate::receivers::ebpf::EbpfConfig;
 use crate::receivers::filelog::FilelogConfig;
 use crate::receivers::k8s_audit::K8sAuditConfig;
 use crate::receivers::otlp::OtlpReceiverConfig;
@@ -123,6 +124,10 @@ receiver_types! {
     "prometheus_scrape" => PrometheusScrape(PrometheusScrapeConfig) {
         feeds: [Metrics],
         start: receivers::prometheus_scrape::start,
+    }
+    "ebpf" => Ebpf(EbpfConfig) {
+        feeds: [Metrics],
+        start: receivers::ebpf::start,
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod auth;
 mod body_memory;
 pub mod decode_budget;
+pub mod ebpf;
 pub mod filelog;
 mod http_body;
 pub mod input_limits;

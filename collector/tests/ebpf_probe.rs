@@ -1,0 +1,423 @@
+//! The `ebpf` receiver's kernel probe on this machine's kernel, as root: a workload
+//! process, placed in a pod-shaped cgroup (cgroup v2 and, where the host has it, v1's
+//! memory controller), connects 500 times to a loopback port configured as the API
+//! server, half of them while nothing listens, sends a known number of bytes, forks
+//! 200 times and writes into a full 1 MiB tmpfs. The agent's metrics for that pod,
+//! received by an OTLP sink, must match what the workload did.
+//!
+//! Its own harness: the test binary is also the workload (`OPSCOPE_EBPF_WORKLOAD`), a
+//! single-threaded process whose every fork and send is its own. Skipped, with the
+//! reason, when not root, without BTF or built without the `ebpf` feature; required
+//! under `OPSCOPE_REQUIRE_BACKENDS=1` when root.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use common::{Opscope, OtlpSink, Ports, free_port};
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{ResourceMetrics, metric::Data, number_data_point};
+
+/// A generated pod: its UID and container id are made up for the test.
+const POD_UID: &str = "5e1f0c2a-7b3d-4c8e-9f10-112233445566";
+const CONTAINER_ID: &str = "4f3c2b1a0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b";
+const NAMESPACE: &str = "probe-system";
+const POD: &str = "probe-workload-7c9d5";
+
+const CONNECTIONS: usize = 250;
+const SENDS: usize = 100;
+const SEND_SIZE: usize = 1000;
+const FORKS: usize = 200;
+const WORKLOAD: &str = "OPSCOPE_EBPF_WORKLOAD";
+
+fn main() -> ExitCode {
+    if let Ok(plan) = std::env::var(WORKLOAD) {
+        return workload(&plan);
+    }
+    let Some(layouts) = layouts_or_skip() else {
+        return ExitCode::SUCCESS;
+    };
+    mount_tracefs();
+    for layout in layouts {
+        let started = std::time::Instant::now();
+        counts_match_the_workload(&layout);
+        println!(
+            "test ebpf_probe::{} ... ok ({:.1} s)",
+            layout.name,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// A cgroup hierarchy to test on: the probe's `cgroup_root` and where under it the
+/// pod's container cgroup is made.
+struct Layout {
+    name: &'static str,
+    cgroup_root: PathBuf,
+    hierarchy: PathBuf,
+    container_path: String,
+}
+
+fn layouts_or_skip() -> Option<Vec<Layout>> {
+    let required = std::env::var("OPSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
+    let is_root = effective_uid() == 0;
+    let reason = if !is_root {
+        Some("not root: loading the probe needs CAP_BPF and CAP_PERFMON".to_string())
+    } else if !cfg!(feature = "ebpf") {
+        Some("built without the ebpf feature (cargo test --features opscope/ebpf)".into())
+    } else if !Path::new("/sys/kernel/btf/vmlinux").is_file() {
+        Some("the kernel has no BTF (/sys/kernel/btf/vmlinux)".into())
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        assert!(
+            !(required && is_root),
+            "ebpf_probe: OPSCOPE_REQUIRE_BACKENDS=1 as root but {reason}"
+        );
+        eprintln!("skipping ebpf_probe: {reason}");
+        return None;
+    }
+    let test_slice = format!("opscope-probe-test-{}", std::process::id());
+    let mut layouts = Vec::new();
+    // cgroup v2: the unified hierarchy, at /sys/fs/cgroup or (hybrid hosts) below it;
+    // the systemd driver's names.
+    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        if Path::new(root).join("cgroup.controllers").is_file() {
+            layouts.push(Layout {
+                name: "cgroup_v2_systemd_driver",
+                cgroup_root: root.into(),
+                hierarchy: root.into(),
+                container_path: format!(
+                    "{test_slice}/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{CONTAINER_ID}.scope",
+                    POD_UID.replace('-', "_")
+                ),
+            });
+            break;
+        }
+    }
+    // cgroup v1: the memory controller; the cgroupfs driver's names.
+    if Path::new("/sys/fs/cgroup/memory/memory.usage_in_bytes").is_file() {
+        layouts.push(Layout {
+            name: "cgroup_v1_cgroupfs_driver",
+            cgroup_root: "/sys/fs/cgroup".into(),
+            hierarchy: "/sys/fs/cgroup/memory".into(),
+            container_path: format!("{test_slice}/kubepods/burstable/pod{POD_UID}/{CONTAINER_ID}"),
+        });
+    }
+    assert!(
+        !layouts.is_empty(),
+        "no cgroup v2 mount and no v1 memory controller under /sys/fs/cgroup"
+    );
+    Some(layouts)
+}
+
+/// The effective uid, read without `unsafe`: the owner of a file this process makes.
+fn effective_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let probe = tempfile::NamedTempFile::new().expect("a temp file");
+    probe.as_file().metadata().expect("its metadata").uid()
+}
+
+fn mount_tracefs() {
+    if Path::new("/sys/kernel/tracing/events/syscalls").is_dir() {
+        return;
+    }
+    let status = Command::new("mount")
+        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "cannot mount tracefs at /sys/kernel/tracing"
+    );
+}
+
+/// Made for one layout, removed on drop: the pod's cgroup, the kubelet's folders
+/// naming it, and a 1 MiB tmpfs.
+struct Node {
+    dir: tempfile::TempDir,
+    cgroup: PathBuf,
+    cgroup_top: PathBuf,
+    tmpfs: PathBuf,
+}
+
+impl Node {
+    fn new(layout: &Layout) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let cgroup = layout.hierarchy.join(&layout.container_path);
+        std::fs::create_dir_all(&cgroup).expect("create the pod's cgroup");
+        let top = layout.container_path.split('/').next().unwrap_or_default();
+        let pods = dir
+            .path()
+            .join(format!("pods/{NAMESPACE}_{POD}_{POD_UID}/workload"));
+        std::fs::create_dir_all(&pods).expect("pod log folder");
+        let containers = dir.path().join("containers");
+        std::fs::create_dir_all(&containers).expect("container log folder");
+        std::fs::write(
+            containers.join(format!("{POD}_{NAMESPACE}_workload-{CONTAINER_ID}.log")),
+            "",
+        )
+        .expect("container log link");
+        let tmpfs = dir.path().join("full");
+        std::fs::create_dir_all(&tmpfs).expect("tmpfs mount point");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1M", "opscope-probe-test"])
+            .arg(&tmpfs)
+            .status();
+        assert!(
+            mounted.is_ok_and(|s| s.success()),
+            "cannot mount a 1 MiB tmpfs"
+        );
+        Self {
+            cgroup,
+            cgroup_top: layout.hierarchy.join(top),
+            tmpfs,
+            dir,
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.tmpfs).status();
+        // Deepest first: a cgroup is removed with rmdir once it is empty.
+        let mut cgroup = self.cgroup.clone();
+        while cgroup.starts_with(&self.cgroup_top) {
+            let _ = std::fs::remove_dir(&cgroup);
+            if !cgroup.pop() {
+                break;
+            }
+        }
+    }
+}
+
+/// What the workload reports it did.
+#[derive(Debug, Default, PartialEq)]
+struct Done {
+    established: u64,
+    refused: u64,
+    sent_bytes: u64,
+    send_calls: u64,
+    forks: u64,
+    enospc: u64,
+}
+
+fn counts_match_the_workload(layout: &Layout) {
+    let node = Node::new(layout);
+    let api_server = free_port();
+    let sink = OtlpSink::grpc();
+    let ports = Ports::free();
+    let config = format!(
+        r#"
+receivers:
+  ebpf:
+    api_servers: ["127.0.0.1:{api_server}"]
+    namespaces: ["*-system"]
+    interval: 1s
+    cgroup_root: {root}
+    pod_logs: {dir}/pods
+    container_logs: {dir}/containers
+exporters:
+  otlp/sink: {{ endpoint: {sink}, tls: {{ insecure: true }} }}
+extensions:
+  health_check: {{ endpoint: 127.0.0.1:{health} }}
+service:
+  extensions: [health_check]
+  pipelines:
+    metrics: {{ receivers: [ebpf], exporters: [otlp/sink] }}
+  telemetry:
+    metrics: {{ address: 127.0.0.1:{metrics} }}
+"#,
+        root = layout.cgroup_root.display(),
+        dir = node.dir.path().display(),
+        sink = sink.endpoint(),
+        health = ports.health,
+        metrics = ports.metrics,
+    );
+    let agent = Opscope::start(&config, &ports.health_addr());
+    assert!(
+        agent.logs().contains("kernel probe attached"),
+        "the probe did not attach:\n{}",
+        agent.logs()
+    );
+    let output = Command::new(std::env::current_exe().expect("this test binary"))
+        .env(
+            WORKLOAD,
+            format!(
+                "{}|{api_server}|{}",
+                node.cgroup.join("cgroup.procs").display(),
+                node.tmpfs.display()
+            ),
+        )
+        .output()
+        .expect("run the workload");
+    assert!(
+        output.status.success(),
+        "the workload failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let done = parse_done(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(done.established, CONNECTIONS as u64);
+    assert_eq!(done.refused, CONNECTIONS as u64);
+    assert_eq!(done.forks, FORKS as u64);
+    assert!(done.enospc > 0, "the tmpfs never filled: {done:?}");
+
+    let arrived = sink.wait_for(Duration::from_secs(30), |received| {
+        pod_counts(received.resource_metrics()).as_ref() == Some(&done)
+    });
+    let seen = pod_counts(sink.received().resource_metrics());
+    assert!(
+        arrived,
+        "{}: the probe counted {seen:?}, the workload did {done:?}\n{}",
+        layout.name,
+        agent.logs()
+    );
+}
+
+/// The latest totals reported for the test's pod.
+fn pod_counts<'a>(resources: impl Iterator<Item = &'a ResourceMetrics>) -> Option<Done> {
+    let mut latest = None;
+    for resource in resources {
+        let attributes = &resource.resource.as_ref()?.attributes;
+        if text(attributes, "k8s.pod.uid") != Some(POD_UID) {
+            continue;
+        }
+        assert_eq!(text(attributes, "k8s.namespace.name"), Some(NAMESPACE));
+        assert_eq!(text(attributes, "k8s.pod.name"), Some(POD));
+        assert_eq!(text(attributes, "container.id"), Some(CONTAINER_ID));
+        assert_eq!(text(attributes, "k8s.container.name"), Some("workload"));
+        let mut done = Done::default();
+        for metric in resource.scope_metrics.iter().flat_map(|s| &s.metrics) {
+            let Some(Data::Sum(sum)) = &metric.data else {
+                continue;
+            };
+            for point in &sum.data_points {
+                let value = match point.value {
+                    Some(number_data_point::Value::AsInt(v)) => v as u64,
+                    _ => 0,
+                };
+                match (metric.name.as_str(), text(&point.attributes, "outcome")) {
+                    ("opscope.ebpf.api_server.connections", Some("established")) => {
+                        done.established = value
+                    }
+                    ("opscope.ebpf.api_server.connections", Some("refused")) => {
+                        done.refused = value
+                    }
+                    ("opscope.ebpf.api_server.sent_bytes", _) => done.sent_bytes = value,
+                    ("opscope.ebpf.api_server.send_calls", _) => done.send_calls = value,
+                    ("opscope.ebpf.process.forks", _) => done.forks = value,
+                    ("opscope.ebpf.write.enospc", _) => done.enospc = value,
+                    _ => {}
+                }
+            }
+        }
+        latest = Some(done);
+    }
+    latest
+}
+
+fn text<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
+    attributes.iter().find(|kv| kv.key == key).and_then(|kv| {
+        match kv.value.as_ref()?.value.as_ref()? {
+            any_value::Value::StringValue(text) => Some(text.as_str()),
+            _ => None,
+        }
+    })
+}
+
+fn parse_done(stdout: &str) -> Done {
+    let mut done = Done::default();
+    for line in stdout.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let value: u64 = value.trim().parse().unwrap_or(0);
+        match key {
+            "established" => done.established = value,
+            "refused" => done.refused = value,
+            "sent_bytes" => done.sent_bytes = value,
+            "send_calls" => done.send_calls = value,
+            "forks" => done.forks = value,
+            "enospc" => done.enospc = value,
+            _ => {}
+        }
+    }
+    done
+}
+
+/// The workload: `<cgroup.procs>|<port>|<tmpfs>`. Moves itself into the cgroup, then
+/// does what it reports on stdout, one `key=value` a line.
+fn workload(plan: &str) -> ExitCode {
+    let mut parts = plan.split('|');
+    let (Some(procs), Some(port), Some(tmpfs)) = (parts.next(), parts.next(), parts.next()) else {
+        eprintln!("bad plan {plan:?}");
+        return ExitCode::FAILURE;
+    };
+    std::fs::write(procs, std::process::id().to_string()).expect("join the pod's cgroup");
+    let address = format!("127.0.0.1:{port}");
+
+    // Established: the listener is this process's too, so that nothing else's
+    // connections are in the count; accepting keeps the backlog short.
+    let listener = TcpListener::bind(&address).expect("listen as the API server");
+    let mut kept = None;
+    for _ in 0..CONNECTIONS {
+        let client = TcpStream::connect(&address).expect("connect while listening");
+        let (server, _) = listener.accept().expect("accept");
+        if kept.is_none() {
+            kept = Some((client, server));
+        }
+    }
+    drop(listener);
+    let mut refused = 0;
+    for _ in 0..CONNECTIONS {
+        match TcpStream::connect(&address) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused += 1,
+            other => panic!("expected a refused connection, got {other:?}"),
+        }
+    }
+    let (mut client, mut server) = kept.expect("a kept connection");
+    let payload = [b'x'; SEND_SIZE];
+    let mut received = vec![0u8; SEND_SIZE];
+    for _ in 0..SENDS {
+        // One write(2), one tcp_sendmsg; read back so that the buffers never fill.
+        assert_eq!(client.write(&payload).expect("send"), SEND_SIZE);
+        server.read_exact(&mut received).expect("receive");
+    }
+
+    for _ in 0..FORKS {
+        fork_and_wait();
+    }
+
+    let mut enospc = 0;
+    let mut file =
+        std::fs::File::create(Path::new(tmpfs).join("fill")).expect("a file on the tmpfs");
+    let chunk = vec![0u8; 64 * 1024];
+    for _ in 0..1000 {
+        match file.write(&chunk) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(28) => {
+                enospc += 1;
+                if enospc == 10 {
+                    break;
+                }
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    println!("established={CONNECTIONS}\nrefused={refused}");
+    println!("sent_bytes={}\nsend_calls={SENDS}", SENDS * SEND_SIZE);
+    println!("forks={FORKS}\nenospc={enospc}");
+    ExitCode::SUCCESS
+}
+
+/// A child that exits at once, waited for: one process created.
+fn fork_and_wait() {
+    // Spawning is one clone of this process (fork or vfork); `true` creates none.
+    let status = Command::new("/bin/true").status();
+    assert!(status.is_ok_and(|s| s.success()));
+}
