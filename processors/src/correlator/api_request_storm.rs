@@ -205,6 +205,16 @@ struct LastSample {
     value: f64,
 }
 
+/// What one sample of a running total says.
+enum Growth {
+    /// A running total more than the pod may follow.
+    Untracked,
+    /// Nothing to count yet.
+    Nothing,
+    /// It grew by `increase` since `from`.
+    Grew { increase: f64, from: Nanos },
+}
+
 /// What the detector keeps of one operator pod.
 #[derive(Debug, Clone)]
 struct PodTraffic {
@@ -254,22 +264,27 @@ impl PodTraffic {
     /// Takes one sample; false when the pod follows as many running totals as it may.
     fn record(&mut self, event: &ApiTrafficEvent, config: &ApiRequestStormConfig) -> bool {
         self.last_seen = self.last_seen.max(event.time);
-        let grown = if event.cumulative {
-            match self.growth_of_total(event, config) {
-                Some(grown) => grown,
-                None => return false,
-            }
+        let growth = if event.cumulative {
+            self.growth_of_total(event, config)
         } else {
             let from = if event.start > 0 && event.start < event.time {
                 event.start
             } else {
                 event.time
             };
-            Some((event.value, from))
+            Growth::Grew {
+                increase: event.value,
+                from,
+            }
         };
-        let Some((increase, from)) = grown.filter(|(increase, _)| increase.is_finite()) else {
+        let (increase, from) = match growth {
+            Growth::Untracked => return false,
+            Growth::Nothing => return true,
+            Growth::Grew { increase, from } => (increase, from),
+        };
+        if !increase.is_finite() {
             return true;
-        };
+        }
         let traffic = self
             .traffic
             .get_or_insert_with(|| BucketRing::new(config.duration, BUCKETS));
@@ -279,53 +294,61 @@ impl PodTraffic {
         true
     }
 
-    /// The growth of a running total since its previous sample, and when that sample
-    /// was: the whole value after a reset (a new start, or a lower value), and for a
-    /// first sample whose start lies within the duration (the probe began counting
-    /// then); nothing for another first sample or one older than the last. `None`
-    /// when the series is new and no more can be followed.
+    /// How a running total grew since its previous sample: by the whole value after a
+    /// reset (a new start, or a lower value), and for a first sample whose start lies
+    /// within the duration (the probe began counting then); nothing for another first
+    /// sample or one not newer than the last.
     fn growth_of_total(
         &mut self,
         event: &ApiTrafficEvent,
         config: &ApiRequestStormConfig,
-    ) -> Option<Option<(f64, Nanos)>> {
+    ) -> Growth {
         let series = hash_text(&format!("{}\u{0}{:?}", event.container, event.measure));
-        let Some(last) = self.totals.iter_mut().find(|last| last.series == series) else {
-            if self.totals.len() >= MAX_SERIES {
-                return None;
-            }
-            self.totals.push(LastSample {
-                series,
-                start: event.start,
-                time: event.time,
-                value: event.value,
-            });
-            let counted_since_start = event.start > 0
-                && event.start < event.time
-                && event.time - event.start <= nanos(config.duration);
-            return Some(counted_since_start.then_some((event.value, event.start)));
-        };
-        if event.time <= last.time {
-            return Some(None);
-        }
-        let restarted = event.start != last.start || event.value < last.value;
-        let (increase, from) = if restarted {
-            let from = if event.start > last.time && event.start < event.time {
-                event.start
-            } else {
-                last.time
-            };
-            (event.value, from)
-        } else {
-            (event.value - last.value, last.time)
-        };
-        *last = LastSample {
+        let sample = LastSample {
             series,
             start: event.start,
             time: event.time,
             value: event.value,
         };
-        Some(Some((increase, from)))
+        let Some(last) = self.totals.iter_mut().find(|last| last.series == series) else {
+            if self.totals.len() >= MAX_SERIES {
+                return Growth::Untracked;
+            }
+            self.totals.push(sample);
+            let counted_since_start = event.start > 0
+                && event.start < event.time
+                && event.time - event.start <= nanos(config.duration);
+            return if counted_since_start {
+                Growth::Grew {
+                    increase: event.value,
+                    from: event.start,
+                }
+            } else {
+                Growth::Nothing
+            };
+        };
+        if event.time <= last.time {
+            return Growth::Nothing;
+        }
+        let restarted = event.start != last.start || event.value < last.value;
+        let growth = if restarted {
+            let from = if event.start > last.time && event.start < event.time {
+                event.start
+            } else {
+                last.time
+            };
+            Growth::Grew {
+                increase: event.value,
+                from,
+            }
+        } else {
+            Growth::Grew {
+                increase: event.value - last.value,
+                from: last.time,
+            }
+        };
+        *last = sample;
+        growth
     }
 
     /// The rates over the rate window ending at `now`, when samples cover some of it.
@@ -536,12 +559,12 @@ impl StormDetector {
 
 /// Whether a pod's operator is a signal's: the same name, and the same namespace when
 /// both say.
-fn same_operator(pods: &OperatorRef, signals: &OperatorRef) -> bool {
-    !pods.name.is_empty()
-        && pods.name == signals.name
-        && (pods.namespace.is_empty()
-            || signals.namespace.is_empty()
-            || pods.namespace == signals.namespace)
+fn same_operator(of_pod: &OperatorRef, of_signal: &OperatorRef) -> bool {
+    !of_pod.name.is_empty()
+        && of_pod.name == of_signal.name
+        && (of_pod.namespace.is_empty()
+            || of_signal.namespace.is_empty()
+            || of_pod.namespace == of_signal.namespace)
 }
 
 #[cfg(test)]
