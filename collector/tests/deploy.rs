@@ -722,6 +722,31 @@ fn the_ebpf_overlays_config_is_the_daemonset_config_with_the_receiver() {
     );
 }
 
+/// overlays/ebpf's agent config validates as the shipped ones do, and its receiver's
+/// settings are checked (with or without the `ebpf` feature).
+#[test]
+fn the_ebpf_overlays_config_validates() {
+    let env = [
+        CONFIG_ENV,
+        &[
+            ("KUBERNETES_SERVICE_HOST", "10.96.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+        ],
+    ]
+    .concat();
+    let path = repo("deploy/kubernetes/overlays/ebpf/agent.yaml");
+    let output = validate(&path, &env);
+    assert!(output.status.success(), "{}", describe(&output));
+
+    let too_often = tempfile::NamedTempFile::new().expect("a temporary file");
+    let config = read(&path).replacen("    interval: 10s\n", "    interval: 10ms\n", 1);
+    std::fs::write(too_often.path(), config).expect("write the config");
+    let output = validate(too_often.path(), &env);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("receivers.ebpf.interval"), "{stderr}");
+}
+
 /// The objects of a kustomize tree as render.py renders them, by kind and name.
 fn rendered(tree: &str) -> BTreeMap<String, Value> {
     let output = deploy_script("render.py", &[tree]);
