@@ -264,7 +264,7 @@ fn analysis_settings(config: Option<&Config>) -> (TaggerConfig, CorrelatorConfig
     for processor in config.iter().flat_map(|c| c.processors.values()).rev() {
         match processor {
             ProcessorConfig::OperatorTagger(settings) => tagger = settings.clone(),
-            ProcessorConfig::Correlator(settings) => correlator = settings.clone(),
+            ProcessorConfig::Correlator(settings) => correlator = (**settings).clone(),
             _ => {}
         }
     }

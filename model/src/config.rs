@@ -37,6 +37,13 @@ pub trait Validate {
     fn validate(&self) -> Result<(), FieldError>;
 }
 
+/// Settings kept boxed (a large section in an enum of components) check as they are.
+impl<T: Validate> Validate for Box<T> {
+    fn validate(&self) -> Result<(), FieldError> {
+        (**self).validate()
+    }
+}
+
 /// Checks a `host:port` listen address.
 pub fn check_listen_address(address: &str) -> Result<(), String> {
     let port = address

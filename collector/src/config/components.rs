@@ -154,7 +154,9 @@ macro_rules! processor_table {
             "operator_tagger" => OperatorTagger(opscope_processors::tagger::TaggerConfig) {
                 build: |name, _, shared| Ok(Box::new(shared.instance(&shared.taggers, name)?)),
             }
-            "correlator" => Correlator(opscope_processors::correlator::CorrelatorConfig) {
+            // Boxed: its many detectors' settings would make every processor's settings
+            // as large.
+            "correlator" => Correlator(Box<opscope_processors::correlator::CorrelatorConfig>) {
                 build: |name, _, shared| Ok(Box::new(shared.instance(&shared.correlators, name)?)),
             }
             "memory_limiter" => MemoryLimiter(opscope_processors::memory_limiter::MemoryLimiterConfig) {

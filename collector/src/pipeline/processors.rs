@@ -42,7 +42,7 @@ impl SharedProcessors {
         let mut correlators = BTreeMap::new();
         for (id, processor) in &config.processors {
             if let ProcessorConfig::Correlator(settings) = processor {
-                let correlator = SharedCorrelator::open(settings.clone(), Arc::clone(signals))
+                let correlator = SharedCorrelator::open((**settings).clone(), Arc::clone(signals))
                     .map_err(|error| {
                         FieldError::new(
                             format!("processors.{id}.storage"),
