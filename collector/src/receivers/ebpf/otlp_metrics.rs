@@ -22,6 +22,7 @@ pub const FORKS: &str = "opscope.ebpf.process.forks";
 pub const ENOSPC: &str = "opscope.ebpf.write.enospc";
 
 const CONTAINER_ID: &str = "container.id";
+const SERVICE_INSTANCE_ID: &str = "service.instance.id";
 const PROCESS_EXECUTABLE_NAME: &str = "process.executable.name";
 /// A host cgroup's path: no semantic convention names it.
 const CGROUP_PATH: &str = "opscope.cgroup.path";
@@ -88,6 +89,17 @@ fn resource(report: &CgroupReport) -> Resource {
             if let Some(name) = container {
                 attributes.push(string_attribute(K8S_CONTAINER_NAME, name));
             }
+            // One instance per container, as the semantic conventions suggest for
+            // Kubernetes: the Prometheus exporters' `instance`, so that two containers
+            // of a pod (an operator and its kube-rbac-proxy) are two series.
+            let container = container
+                .as_deref()
+                .or(container_id.as_deref())
+                .unwrap_or("");
+            attributes.push(string_attribute(
+                SERVICE_INSTANCE_ID,
+                &format!("{namespace}.{pod}.{container}"),
+            ));
         }
         Owner::Host { cgroup } => {
             attributes.push(string_attribute(CGROUP_PATH, cgroup));
