@@ -42,15 +42,21 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     };
     mount_tracefs();
-    for layout in layouts {
+    for layout in &layouts {
         let started = std::time::Instant::now();
-        counts_match_the_workload(&layout);
+        counts_match_the_workload(layout);
         println!(
             "test ebpf_probe::{} ... ok ({:.1} s)",
             layout.name,
             started.elapsed().as_secs_f64()
         );
     }
+    let started = std::time::Instant::now();
+    a_pod_sending_100_calls_a_second_storms_and_one_sending_5_does_not(&layouts[0]);
+    println!(
+        "test ebpf_probe::api_request_storm ... ok ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
     ExitCode::SUCCESS
 }
 
@@ -60,8 +66,39 @@ struct Layout {
     name: &'static str,
     cgroup_root: PathBuf,
     hierarchy: PathBuf,
-    container_path: String,
+    systemd_driver: bool,
+    test_slice: String,
 }
+
+impl Layout {
+    /// Where a pod's container cgroup is made, as the layout's kubelet names it.
+    fn container_path(&self, pod: &Pod) -> String {
+        let (slice, uid, id) = (&self.test_slice, pod.uid, pod.container_id);
+        match self.systemd_driver {
+            true => format!(
+                "{slice}/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{id}.scope",
+                uid.replace('-', "_")
+            ),
+            false => format!("{slice}/kubepods/burstable/pod{uid}/{id}"),
+        }
+    }
+}
+
+/// A generated pod: the names are an operator Deployment's, the UID and container id
+/// made up for the test.
+struct Pod {
+    namespace: &'static str,
+    name: &'static str,
+    uid: &'static str,
+    container_id: &'static str,
+}
+
+const PROBED: Pod = Pod {
+    namespace: NAMESPACE,
+    name: POD,
+    uid: POD_UID,
+    container_id: CONTAINER_ID,
+};
 
 fn layouts_or_skip() -> Option<Vec<Layout>> {
     let required = std::env::var("OPSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
@@ -93,10 +130,8 @@ fn layouts_or_skip() -> Option<Vec<Layout>> {
                 name: "cgroup_v2_systemd_driver",
                 cgroup_root: root.into(),
                 hierarchy: root.into(),
-                container_path: format!(
-                    "{test_slice}/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{CONTAINER_ID}.scope",
-                    POD_UID.replace('-', "_")
-                ),
+                systemd_driver: true,
+                test_slice: test_slice.clone(),
             });
             break;
         }
@@ -107,7 +142,8 @@ fn layouts_or_skip() -> Option<Vec<Layout>> {
             name: "cgroup_v1_cgroupfs_driver",
             cgroup_root: "/sys/fs/cgroup".into(),
             hierarchy: "/sys/fs/cgroup/memory".into(),
-            container_path: format!("{test_slice}/kubepods/burstable/pod{POD_UID}/{CONTAINER_ID}"),
+            systemd_driver: false,
+            test_slice,
         });
     }
     assert!(
@@ -137,32 +173,36 @@ fn mount_tracefs() {
     );
 }
 
-/// Made for one layout, removed on drop: the pod's cgroup, the kubelet's folders
-/// naming it, and a 1 MiB tmpfs.
+/// Made for one layout, removed on drop: the pods' cgroups, the kubelet's folders
+/// naming them, and a 1 MiB tmpfs.
 struct Node {
     dir: tempfile::TempDir,
-    cgroup: PathBuf,
+    cgroups: Vec<PathBuf>,
     cgroup_top: PathBuf,
     tmpfs: PathBuf,
 }
 
 impl Node {
-    fn new(layout: &Layout) -> Self {
+    fn new(layout: &Layout, pods: &[&Pod]) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let cgroup = layout.hierarchy.join(&layout.container_path);
-        std::fs::create_dir_all(&cgroup).expect("create the pod's cgroup");
-        let top = layout.container_path.split('/').next().unwrap_or_default();
-        let pods = dir
-            .path()
-            .join(format!("pods/{NAMESPACE}_{POD}_{POD_UID}/workload"));
-        std::fs::create_dir_all(&pods).expect("pod log folder");
         let containers = dir.path().join("containers");
         std::fs::create_dir_all(&containers).expect("container log folder");
-        std::fs::write(
-            containers.join(format!("{POD}_{NAMESPACE}_workload-{CONTAINER_ID}.log")),
-            "",
-        )
-        .expect("container log link");
+        let mut cgroups = Vec::new();
+        for pod in pods {
+            let cgroup = layout.hierarchy.join(layout.container_path(pod));
+            std::fs::create_dir_all(&cgroup).expect("create the pod's cgroup");
+            cgroups.push(cgroup);
+            let (namespace, name, uid, id) = (pod.namespace, pod.name, pod.uid, pod.container_id);
+            let folder = dir
+                .path()
+                .join(format!("pods/{namespace}_{name}_{uid}/workload"));
+            std::fs::create_dir_all(&folder).expect("pod log folder");
+            std::fs::write(
+                containers.join(format!("{name}_{namespace}_workload-{id}.log")),
+                "",
+            )
+            .expect("container log link");
+        }
         let tmpfs = dir.path().join("full");
         std::fs::create_dir_all(&tmpfs).expect("tmpfs mount point");
         let mounted = Command::new("mount")
@@ -174,11 +214,15 @@ impl Node {
             "cannot mount a 1 MiB tmpfs"
         );
         Self {
-            cgroup,
-            cgroup_top: layout.hierarchy.join(top),
+            cgroups,
+            cgroup_top: layout.hierarchy.join(&layout.test_slice),
             tmpfs,
             dir,
         }
+    }
+
+    fn cgroup_procs(&self, pod: usize) -> PathBuf {
+        self.cgroups[pod].join("cgroup.procs")
     }
 }
 
@@ -186,14 +230,119 @@ impl Drop for Node {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.tmpfs).status();
         // Deepest first: a cgroup is removed with rmdir once it is empty.
-        let mut cgroup = self.cgroup.clone();
-        while cgroup.starts_with(&self.cgroup_top) {
-            let _ = std::fs::remove_dir(&cgroup);
-            if !cgroup.pop() {
-                break;
+        for cgroup in &self.cgroups {
+            let mut cgroup = cgroup.clone();
+            while cgroup.starts_with(&self.cgroup_top) {
+                let _ = std::fs::remove_dir(&cgroup);
+                if !cgroup.pop() {
+                    break;
+                }
             }
         }
     }
+}
+
+const STORMING: Pod = Pod {
+    namespace: "widget-system",
+    name: "widget-operator-6bc4f7d9c8-x2k4p",
+    uid: "0f9d8c7b-1111-2222-3333-444455556666",
+    container_id: "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b",
+};
+const QUIET: Pod = Pod {
+    namespace: "quiet-system",
+    name: "quiet-operator-7d8f9c6b5-q8r2m",
+    uid: "1a2b3c4d-5555-6666-7777-888899990000",
+    container_id: "1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c",
+};
+
+/// Two operator pods send to the API server for 25 s, one 100 times a second and one
+/// 5 times; the correlator (threshold 50 a second, held for 10 s here instead of the
+/// default 2 minutes) fires `api_request_storm` on the first only.
+fn a_pod_sending_100_calls_a_second_storms_and_one_sending_5_does_not(layout: &Layout) {
+    let node = Node::new(layout, &[&STORMING, &QUIET]);
+    let api_server = TcpListener::bind("127.0.0.1:0").expect("listen as the API server");
+    let port = api_server.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        for stream in api_server.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buffer = [0u8; 4096];
+                while stream.read(&mut buffer).is_ok_and(|n| n > 0) {}
+            });
+        }
+    });
+    let ports = Ports::free();
+    let config = format!(
+        r#"
+receivers:
+  ebpf:
+    api_servers: ["127.0.0.1:{port}"]
+    interval: 1s
+    cgroup_root: {root}
+    pod_logs: {dir}/pods
+    container_logs: {dir}/containers
+processors:
+  operator_tagger: {{}}
+  correlator: {{ api_request_storm: {{ min_sends_per_second: 50, duration: 10s, rate_window: 3s }} }}
+exporters:
+  debug: {{ verbosity: basic }}
+extensions:
+  health_check: {{ endpoint: 127.0.0.1:{health} }}
+service:
+  extensions: [health_check]
+  pipelines:
+    metrics: {{ receivers: [ebpf], processors: [operator_tagger, correlator], exporters: [debug] }}
+    signals: {{ exporters: [debug] }}
+  telemetry:
+    metrics: {{ address: 127.0.0.1:{metrics} }}
+"#,
+        root = layout.cgroup_root.display(),
+        dir = node.dir.path().display(),
+        health = ports.health,
+        metrics = ports.metrics,
+    );
+    let agent = Opscope::start(&config, &ports.health_addr());
+    let send = |pod: usize, rate: u64| {
+        Command::new(std::env::current_exe().expect("this test binary"))
+            .env(
+                WORKLOAD,
+                format!(
+                    "sends|{}|{port}|{rate}|25",
+                    node.cgroup_procs(pod).display()
+                ),
+            )
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start a sending pod")
+    };
+    let (storming, quiet) = (send(0, 100), send(1, 5));
+    let storm_fired = common::wait_until(Duration::from_secs(40), || {
+        agent.metric_value(
+            &ports.metrics_addr(),
+            "opscope_signals_total",
+            &[
+                ("signal", "api_request_storm"),
+                ("cause", "self_triggered_or_retry_storm"),
+            ],
+        ) >= 1.0
+    });
+    for pod in [storming, quiet] {
+        let output = pod.wait_with_output().expect("the sending pods end");
+        assert!(output.status.success());
+    }
+    let logs = agent.logs();
+    assert!(
+        storm_fired,
+        "no api_request_storm for 100 sends a second:\n{logs}"
+    );
+    assert!(
+        logs.contains("api_request_storm Pod widget-system/widget-operator-6bc4f7d9c8-x2k4p"),
+        "the storm is the sending pod's:\n{logs}"
+    );
+    assert!(
+        !logs.contains("api_request_storm Pod quiet-system/"),
+        "5 sends a second is no storm:\n{logs}"
+    );
 }
 
 /// What the workload reports it did.
@@ -208,7 +357,7 @@ struct Done {
 }
 
 fn counts_match_the_workload(layout: &Layout) {
-    let node = Node::new(layout);
+    let node = Node::new(layout, &[&PROBED]);
     let api_server = free_port();
     let sink = OtlpSink::grpc();
     let ports = Ports::free();
@@ -249,8 +398,8 @@ service:
         .env(
             WORKLOAD,
             format!(
-                "{}|{api_server}|{}",
-                node.cgroup.join("cgroup.procs").display(),
+                "counts|{}|{api_server}|{}",
+                node.cgroup_procs(0).display(),
                 node.tmpfs.display()
             ),
         )
@@ -350,23 +499,67 @@ fn parse_done(stdout: &str) -> Done {
     done
 }
 
-/// The workload: `<cgroup.procs>|<port>|<tmpfs>`. Moves itself into the cgroup, then
-/// does what it reports on stdout, one `key=value` a line.
+/// The workload, which first moves itself into its pod's cgroup:
+/// * `counts|<cgroup.procs>|<port>|<tmpfs>` does what it reports on stdout, one
+///   `key=value` a line;
+/// * `sends|<cgroup.procs>|<port>|<calls a second>|<seconds>` sends to the port at
+///   that rate, as an operator's client does to the API server.
 fn workload(plan: &str) -> ExitCode {
-    let mut parts = plan.split('|');
-    let (Some(procs), Some(port), Some(tmpfs)) = (parts.next(), parts.next(), parts.next()) else {
-        eprintln!("bad plan {plan:?}");
-        return ExitCode::FAILURE;
-    };
-    std::fs::write(procs, std::process::id().to_string()).expect("join the pod's cgroup");
-    let address = format!("127.0.0.1:{port}");
+    let parts: Vec<&str> = plan.split('|').collect();
+    match parts.as_slice() {
+        ["counts", procs, port, tmpfs] => {
+            join_cgroup(procs);
+            count_workload(&format!("127.0.0.1:{port}"), tmpfs)
+        }
+        ["sends", procs, port, rate, seconds] => {
+            join_cgroup(procs);
+            let (Ok(rate), Ok(seconds)) = (rate.parse::<u64>(), seconds.parse::<u64>()) else {
+                eprintln!("bad plan {plan:?}");
+                return ExitCode::FAILURE;
+            };
+            send_at(
+                &format!("127.0.0.1:{port}"),
+                rate,
+                Duration::from_secs(seconds),
+            )
+        }
+        _ => {
+            eprintln!("bad plan {plan:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
+fn join_cgroup(procs: &str) {
+    std::fs::write(procs, std::process::id().to_string()).expect("join the pod's cgroup");
+}
+
+fn send_at(address: &str, rate: u64, duration: Duration) -> ExitCode {
+    let mut client = TcpStream::connect(address).expect("connect to the API server");
+    let started = std::time::Instant::now();
+    let mut sent = 0u64;
+    while started.elapsed() < duration {
+        let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+        if sent < due {
+            client
+                .write_all(b"GET /apis/example.com/v1/widgets HTTP/1.1\r\n\r\n")
+                .expect("send");
+            sent += 1;
+        } else {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    println!("send_calls={sent}");
+    ExitCode::SUCCESS
+}
+
+fn count_workload(address: &str, tmpfs: &str) -> ExitCode {
     // Established: the listener is this process's too, so that nothing else's
     // connections are in the count; accepting keeps the backlog short.
-    let listener = TcpListener::bind(&address).expect("listen as the API server");
+    let listener = TcpListener::bind(address).expect("listen as the API server");
     let mut kept = None;
     for _ in 0..CONNECTIONS {
-        let client = TcpStream::connect(&address).expect("connect while listening");
+        let client = TcpStream::connect(address).expect("connect while listening");
         let (server, _) = listener.accept().expect("accept");
         if kept.is_none() {
             kept = Some((client, server));
@@ -375,7 +568,7 @@ fn workload(plan: &str) -> ExitCode {
     drop(listener);
     let mut refused = 0;
     for _ in 0..CONNECTIONS {
-        match TcpStream::connect(&address) {
+        match TcpStream::connect(address) {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused += 1,
             other => panic!("expected a refused connection, got {other:?}"),
         }
