@@ -51,6 +51,8 @@ fn main() -> ExitCode {
             started.elapsed().as_secs_f64()
         );
     }
+    a_probe_that_cannot_run_is_said_and_counted_and_the_agent_runs_on();
+    println!("test ebpf_probe::cannot_run ... ok");
     let started = std::time::Instant::now();
     a_pod_sending_100_calls_a_second_storms_and_one_sending_5_does_not(&layouts[0]);
     println!(
@@ -240,6 +242,59 @@ impl Drop for Node {
             }
         }
     }
+}
+
+/// `cgroup_root` not a cgroup mount: the receiver says so, the agent is ready and
+/// takes OTLP all the same, and `opscope_receiver_unavailable_total` counts the reason.
+fn a_probe_that_cannot_run_is_said_and_counted_and_the_agent_runs_on() {
+    let not_cgroups = tempfile::tempdir().expect("a temp dir");
+    let ports = Ports::free();
+    let config = format!(
+        r#"
+receivers:
+  otlp: {{ protocols: {{ http: {{ endpoint: 127.0.0.1:{http} }} }} }}
+  ebpf:
+    api_servers: ["127.0.0.1:6443"]
+    cgroup_root: {root}
+exporters:
+  debug: {{}}
+extensions:
+  health_check: {{ endpoint: 127.0.0.1:{health} }}
+service:
+  extensions: [health_check]
+  pipelines:
+    metrics: {{ receivers: [otlp, ebpf], exporters: [debug] }}
+  telemetry:
+    metrics: {{ address: 127.0.0.1:{metrics} }}
+"#,
+        http = ports.http,
+        root = not_cgroups.path().display(),
+        health = ports.health,
+        metrics = ports.metrics,
+    );
+    let agent = Opscope::start(&config, &ports.health_addr());
+    let logs = agent.logs();
+    assert!(
+        logs.contains("the kernel probe is not running: cgroups:")
+            && logs.contains("is neither a cgroup v2 mount"),
+        "{logs}"
+    );
+    assert_eq!(
+        agent.metric_value(
+            &ports.metrics_addr(),
+            "opscope_receiver_unavailable_total",
+            &[("receiver", "ebpf"), ("reason", "cgroups")],
+        ),
+        1.0
+    );
+    let response = common::http_post(
+        &ports.http_addr(),
+        "/v1/metrics",
+        &[("content-type", "application/x-protobuf")],
+        &[],
+    )
+    .expect("the OTLP receiver answers");
+    assert_eq!(response.status, 200, "the rest of the agent runs on");
 }
 
 const STORMING: Pod = Pod {

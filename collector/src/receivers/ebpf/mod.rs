@@ -32,7 +32,7 @@ pub use preflight::Unavailable;
 use super::{ReceiverContext, ReceiverError};
 
 /// Starts the probe and its rounds. Where the probe cannot run, logs why, counts it
-/// (`opscope_receiver_unavailable`) and returns without it: the rest of the agent
+/// (`opscope_receiver_unavailable_total`) and returns without it: the rest of the agent
 /// does not depend on it.
 pub async fn start(
     config: &EbpfConfig,
