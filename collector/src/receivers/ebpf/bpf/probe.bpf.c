@@ -149,14 +149,16 @@ int BPF_PROG(on_tcp_state, const struct sock *sk, int oldstate, int newstate)
 		bpf_map_update_elem(&connecting, &socket, &cgroup, BPF_ANY);
 		return 0;
 	}
-	if (newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE)
+	/* Only a handshake's end and a close concern a connection being watched; the
+	 * server side's SYN_RECV -> ESTABLISHED is skipped before any lookup. */
+	if (newstate == TCP_ESTABLISHED ? oldstate != TCP_SYN_SENT : newstate != TCP_CLOSE)
 		return 0;
 	__u64 *cgroup = bpf_map_lookup_elem(&connecting, &socket);
 	if (!cgroup)
 		return 0;
 	struct counts *counts = counts_of(*cgroup, false);
 	if (newstate == TCP_ESTABLISHED) {
-		if (counts && oldstate == TCP_SYN_SENT)
+		if (counts)
 			counts->established += 1;
 		return 0;
 	}
