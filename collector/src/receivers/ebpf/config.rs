@@ -21,6 +21,10 @@ pub struct EbpfConfig {
     /// Only pods in namespaces matching one of these patterns (`*`, `?`), as the
     /// filelog receiver takes them; empty: all.
     pub namespaces: Vec<String>,
+    /// Pods in namespaces matching one of these are left out even when `namespaces`
+    /// takes them: by default `kube-system`, whose cluster add-ons (DNS, kube-proxy,
+    /// the CNI's agents) watch the API server heavily by design and are no operators.
+    pub exclude_namespaces: Vec<String>,
     /// How often the kernel's counts become metric points.
     #[serde(deserialize_with = "duration")]
     pub interval: Duration,
@@ -44,6 +48,7 @@ impl Default for EbpfConfig {
                 .into_iter()
                 .collect(),
             namespaces: vec!["*-system".into(), "*-operator*".into(), "operators".into()],
+            exclude_namespaces: vec!["kube-system".into()],
             interval: Duration::from_secs(10),
             cgroup_root: "/sys/fs/cgroup".into(),
             pod_logs: "/var/log/pods".into(),
@@ -99,8 +104,13 @@ impl Validate for EbpfConfig {
             parse_address(address)
                 .map_err(|m| FieldError::new(format!("api_servers[{index}]"), m))?;
         }
-        if self.namespaces.iter().any(|n| n.trim().is_empty()) {
-            return Err(FieldError::new("namespaces", "patterns must not be empty"));
+        for (field, patterns) in [
+            ("namespaces", &self.namespaces),
+            ("exclude_namespaces", &self.exclude_namespaces),
+        ] {
+            if patterns.iter().any(|n| n.trim().is_empty()) {
+                return Err(FieldError::new(field, "patterns must not be empty"));
+            }
         }
         if self.interval < Duration::from_secs(1) || self.interval > Duration::from_secs(300) {
             return Err(FieldError::new("interval", "must be between 1s and 5m"));
@@ -147,6 +157,7 @@ mod tests {
     fn defaults_report_operator_namespaces() {
         let config = parse(r#"{"api_servers":["10.96.0.1:443"]}"#).unwrap();
         assert_eq!(config.namespaces, ["*-system", "*-operator*", "operators"]);
+        assert_eq!(config.exclude_namespaces, ["kube-system"]);
         assert_eq!(config.interval, Duration::from_secs(10));
         assert!(!config.include_host_processes);
         let config = parse(r#"{"api_servers":["10.96.0.1:443","[fd00::1]:6443"]}"#).unwrap();

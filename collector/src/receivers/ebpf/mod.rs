@@ -74,7 +74,7 @@ mod running {
 
     use super::cgroup_index::hierarchy;
     use super::otlp_metrics::point_count;
-    use super::owners::Owners;
+    use super::owners::{NamespaceFilter, Owners};
     use super::pod_names::PodNames;
     use super::preflight::{check_host, tracefs_mounted};
     use super::probe::{Probe, ProbeStorage};
@@ -99,10 +99,14 @@ mod running {
                 .receiver_unavailable(&context.id, "no_tracefs");
         }
         let names = PodNames::new(config.pod_logs.clone(), config.container_logs.clone());
+        let filter = NamespaceFilter {
+            namespaces: &config.namespaces,
+            exclude_namespaces: &config.exclude_namespaces,
+        };
         let owners = Owners::new(
             cgroups.clone(),
             names,
-            &config.namespaces,
+            filter,
             config.include_host_processes,
         );
         let settings = Settings {

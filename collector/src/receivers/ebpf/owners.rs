@@ -38,21 +38,31 @@ pub struct Owners {
     cgroups: CgroupIndex,
     names: PodNames,
     namespaces: Vec<WildMatch>,
+    excluded: Vec<WildMatch>,
     include_host_processes: bool,
     rescanned_this_round: bool,
+}
+
+/// Which namespaces' pods are reported: those matching `namespaces` (all when it is
+/// empty) and none of `exclude_namespaces`.
+pub struct NamespaceFilter<'a> {
+    pub namespaces: &'a [String],
+    pub exclude_namespaces: &'a [String],
 }
 
 impl Owners {
     pub fn new(
         hierarchy: PathBuf,
         names: PodNames,
-        namespaces: &[String],
+        filter: NamespaceFilter<'_>,
         include_host_processes: bool,
     ) -> Self {
+        let compile = |patterns: &[String]| patterns.iter().map(|p| WildMatch::new(p)).collect();
         Self {
             cgroups: CgroupIndex::new(hierarchy),
             names,
-            namespaces: namespaces.iter().map(|p| WildMatch::new(p)).collect(),
+            namespaces: compile(filter.namespaces),
+            excluded: compile(filter.exclude_namespaces),
             include_host_processes,
             rescanned_this_round: false,
         }
@@ -86,8 +96,9 @@ impl Owners {
             };
         };
         let name = self.names.pod(&pod.pod_uid).ok_or(Skipped::UnnamedPod)?;
-        let reported = self.namespaces.is_empty()
-            || self.namespaces.iter().any(|p| p.matches(&name.namespace));
+        let reported = (self.namespaces.is_empty()
+            || self.namespaces.iter().any(|p| p.matches(&name.namespace)))
+            && !self.excluded.iter().any(|p| p.matches(&name.namespace));
         if !reported {
             return Err(Skipped::OtherNamespace);
         }
@@ -147,7 +158,12 @@ mod tests {
     fn owners(node: &Node, namespaces: &[&str], host: bool) -> Owners {
         let names = PodNames::new(node.pod_logs.clone(), node.container_logs.clone());
         let namespaces: Vec<String> = namespaces.iter().map(|s| s.to_string()).collect();
-        Owners::new(node.cgroups.clone(), names, &namespaces, host)
+        let excluded = ["kube-system".to_string()];
+        let filter = NamespaceFilter {
+            namespaces: &namespaces,
+            exclude_namespaces: &excluded,
+        };
+        Owners::new(node.cgroups.clone(), names, filter, host)
     }
 
     #[test]
@@ -186,6 +202,20 @@ mod tests {
                 container: Some("manager".into()),
             })
         );
+    }
+
+    #[test]
+    fn excluded_namespaces_are_left_out() {
+        let node = node();
+        let pod = cgroup(&node, &format!("kubepods/burstable/pod{UID}/{CONTAINER}"));
+        std::fs::create_dir(
+            node.pod_logs
+                .join(format!("kube-system_coredns-5d78c9869d-x2k4p_{UID}")),
+        )
+        .unwrap();
+        let mut owners = owners(&node, &["*-system"], false);
+        owners.start_round();
+        assert_eq!(owners.owner(pod), Err(Skipped::OtherNamespace));
     }
 
     #[test]
