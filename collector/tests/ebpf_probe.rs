@@ -21,6 +21,7 @@ use std::time::Duration;
 use common::{Opscope, OtlpSink, Ports, free_port};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{ResourceMetrics, metric::Data, number_data_point};
+use opscope_testkit::pod_cgroup::{CgroupLayout, PodCgroup};
 
 /// A generated pod: its UID and container id are made up for the test.
 const POD_UID: &str = "5e1f0c2a-7b3d-4c8e-9f10-112233445566";
@@ -62,30 +63,6 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// A cgroup hierarchy to test on: the probe's `cgroup_root` and where under it the
-/// pod's container cgroup is made.
-struct Layout {
-    name: &'static str,
-    cgroup_root: PathBuf,
-    hierarchy: PathBuf,
-    systemd_driver: bool,
-    test_slice: String,
-}
-
-impl Layout {
-    /// Where a pod's container cgroup is made, as the layout's kubelet names it.
-    fn container_path(&self, pod: &Pod) -> String {
-        let (slice, uid, id) = (&self.test_slice, pod.uid, pod.container_id);
-        match self.systemd_driver {
-            true => format!(
-                "{slice}/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{id}.scope",
-                uid.replace('-', "_")
-            ),
-            false => format!("{slice}/kubepods/burstable/pod{uid}/{id}"),
-        }
-    }
-}
-
 /// A generated pod: the names are an operator Deployment's, the UID and container id
 /// made up for the test.
 struct Pod {
@@ -102,7 +79,7 @@ const PROBED: Pod = Pod {
     container_id: CONTAINER_ID,
 };
 
-fn layouts_or_skip() -> Option<Vec<Layout>> {
+fn layouts_or_skip() -> Option<Vec<CgroupLayout>> {
     let required = std::env::var("OPSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
     let is_root = effective_uid() == 0;
     let reason = if !is_root {
@@ -122,32 +99,7 @@ fn layouts_or_skip() -> Option<Vec<Layout>> {
         eprintln!("skipping ebpf_probe: {reason}");
         return None;
     }
-    let test_slice = format!("opscope-probe-test-{}", std::process::id());
-    let mut layouts = Vec::new();
-    // cgroup v2: the unified hierarchy, at /sys/fs/cgroup or (hybrid hosts) below it;
-    // the systemd driver's names.
-    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-        if Path::new(root).join("cgroup.controllers").is_file() {
-            layouts.push(Layout {
-                name: "cgroup_v2_systemd_driver",
-                cgroup_root: root.into(),
-                hierarchy: root.into(),
-                systemd_driver: true,
-                test_slice: test_slice.clone(),
-            });
-            break;
-        }
-    }
-    // cgroup v1: the memory controller; the cgroupfs driver's names.
-    if Path::new("/sys/fs/cgroup/memory/memory.usage_in_bytes").is_file() {
-        layouts.push(Layout {
-            name: "cgroup_v1_cgroupfs_driver",
-            cgroup_root: "/sys/fs/cgroup".into(),
-            hierarchy: "/sys/fs/cgroup/memory".into(),
-            systemd_driver: false,
-            test_slice,
-        });
-    }
+    let layouts = CgroupLayout::available();
     assert!(
         !layouts.is_empty(),
         "no cgroup v2 mount and no v1 memory controller under /sys/fs/cgroup"
@@ -179,22 +131,20 @@ fn mount_tracefs() {
 /// naming them, and a 1 MiB tmpfs.
 struct Node {
     dir: tempfile::TempDir,
-    cgroups: Vec<PathBuf>,
-    cgroup_top: PathBuf,
+    cgroups: Vec<PodCgroup>,
     tmpfs: PathBuf,
 }
 
 impl Node {
-    fn new(layout: &Layout, pods: &[&Pod]) -> Self {
+    fn new(layout: &CgroupLayout, pods: &[&Pod]) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let containers = dir.path().join("containers");
         std::fs::create_dir_all(&containers).expect("container log folder");
+        let test = format!("opscope-probe-test-{}", std::process::id());
         let mut cgroups = Vec::new();
         for pod in pods {
-            let cgroup = layout.hierarchy.join(layout.container_path(pod));
-            std::fs::create_dir_all(&cgroup).expect("create the pod's cgroup");
-            cgroups.push(cgroup);
             let (namespace, name, uid, id) = (pod.namespace, pod.name, pod.uid, pod.container_id);
+            cgroups.push(PodCgroup::create(layout, &test, uid, id).expect("the pod's cgroup"));
             let folder = dir
                 .path()
                 .join(format!("pods/{namespace}_{name}_{uid}/workload"));
@@ -217,30 +167,19 @@ impl Node {
         );
         Self {
             cgroups,
-            cgroup_top: layout.hierarchy.join(&layout.test_slice),
             tmpfs,
             dir,
         }
     }
 
     fn cgroup_procs(&self, pod: usize) -> PathBuf {
-        self.cgroups[pod].join("cgroup.procs")
+        self.cgroups[pod].procs()
     }
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.tmpfs).status();
-        // Deepest first: a cgroup is removed with rmdir once it is empty.
-        for cgroup in &self.cgroups {
-            let mut cgroup = cgroup.clone();
-            while cgroup.starts_with(&self.cgroup_top) {
-                let _ = std::fs::remove_dir(&cgroup);
-                if !cgroup.pop() {
-                    break;
-                }
-            }
-        }
     }
 }
 
@@ -313,7 +252,7 @@ const QUIET: Pod = Pod {
 /// Two operator pods send to the API server for 25 s, one 100 times a second and one
 /// 5 times; the correlator (threshold 50 a second, held for 10 s here instead of the
 /// default 2 minutes) fires `api_request_storm` on the first only.
-fn a_pod_sending_100_calls_a_second_storms_and_one_sending_5_does_not(layout: &Layout) {
+fn a_pod_sending_100_calls_a_second_storms_and_one_sending_5_does_not(layout: &CgroupLayout) {
     let node = Node::new(layout, &[&STORMING, &QUIET]);
     let api_server = TcpListener::bind("127.0.0.1:0").expect("listen as the API server");
     let port = api_server.local_addr().expect("its address").port();
@@ -411,7 +350,7 @@ struct Done {
     enospc: u64,
 }
 
-fn counts_match_the_workload(layout: &Layout) {
+fn counts_match_the_workload(layout: &CgroupLayout) {
     let node = Node::new(layout, &[&PROBED]);
     let api_server = free_port();
     let sink = OtlpSink::grpc();

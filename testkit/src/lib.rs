@@ -19,6 +19,7 @@ pub mod otel_collector;
 pub mod otlp_batches;
 pub mod otlp_grpc;
 pub mod pki;
+pub mod pod_cgroup;
 pub mod prometheus;
 pub mod recording;
 pub mod signals;
