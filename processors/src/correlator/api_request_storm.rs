@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::hash_text;
+use super::compact::hash_parts;
 use super::events::{ApiTraffic, ApiTrafficEvent, ConnectionOutcome, InstanceKey};
 use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
+use super::running_totals::{Growth, RunningTotals, Sample};
 use super::window::{Bucket, BucketRing, nanos};
 use opscope_model::config::{FieldError, Validate, duration, positive};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
@@ -196,25 +197,6 @@ struct Rates {
     newest: Nanos,
 }
 
-/// The last sample of one running total.
-#[derive(Debug, Clone, Copy)]
-struct LastSample {
-    series: u64,
-    start: Nanos,
-    time: Nanos,
-    value: f64,
-}
-
-/// What one sample of a running total says.
-enum Growth {
-    /// A running total more than the pod may follow.
-    Untracked,
-    /// Nothing to count yet.
-    Nothing,
-    /// It grew by `increase` since `from`.
-    Grew { increase: f64, from: Nanos },
-}
-
 /// What the detector keeps of one operator pod.
 #[derive(Debug, Clone)]
 struct PodTraffic {
@@ -222,7 +204,7 @@ struct PodTraffic {
     /// The pod, which the signal is about.
     pod: ObjectRef,
     last_seen: Nanos,
-    totals: Vec<LastSample>,
+    totals: RunningTotals<MAX_SERIES>,
     /// Increases over the detector's duration; created with the first one.
     traffic: Option<BucketRing<Traffic>>,
     /// The newest sample at which the send rate was first found above the threshold.
@@ -236,7 +218,7 @@ impl InstanceState for PodTraffic {
             operator,
             pod: key.pod(),
             last_seen: 0,
-            totals: Vec::new(),
+            totals: RunningTotals::default(),
             traffic: None,
             above_since: None,
             signal: None,
@@ -294,61 +276,20 @@ impl PodTraffic {
         true
     }
 
-    /// How a running total grew since its previous sample: by the whole value after a
-    /// reset (a new start, or a lower value), and for a first sample whose start lies
-    /// within the duration (the probe began counting then); nothing for another first
-    /// sample or one not newer than the last.
+    /// How a running total grew since its previous sample; a first sample the probe
+    /// began counting within the duration counts whole, from its start.
     fn growth_of_total(
         &mut self,
         event: &ApiTrafficEvent,
         config: &ApiRequestStormConfig,
     ) -> Growth {
-        let series = hash_text(&format!("{}\u{0}{:?}", event.container, event.measure));
-        let sample = LastSample {
-            series,
+        let sample = Sample {
+            series: hash_parts((&event.container, event.measure)),
             start: event.start,
             time: event.time,
             value: event.value,
         };
-        let Some(last) = self.totals.iter_mut().find(|last| last.series == series) else {
-            if self.totals.len() >= MAX_SERIES {
-                return Growth::Untracked;
-            }
-            self.totals.push(sample);
-            let counted_since_start = event.start > 0
-                && event.start < event.time
-                && event.time - event.start <= nanos(config.duration);
-            return if counted_since_start {
-                Growth::Grew {
-                    increase: event.value,
-                    from: event.start,
-                }
-            } else {
-                Growth::Nothing
-            };
-        };
-        if event.time <= last.time {
-            return Growth::Nothing;
-        }
-        let restarted = event.start != last.start || event.value < last.value;
-        let growth = if restarted {
-            let from = if event.start > last.time && event.start < event.time {
-                event.start
-            } else {
-                last.time
-            };
-            Growth::Grew {
-                increase: event.value,
-                from,
-            }
-        } else {
-            Growth::Grew {
-                increase: event.value - last.value,
-                from: last.time,
-            }
-        };
-        *last = sample;
-        growth
+        self.totals.observe(sample, Some(nanos(config.duration)))
     }
 
     /// The rates over the rate window ending at `now`, when samples cover some of it.
@@ -514,7 +455,7 @@ impl StormDetector {
     pub(crate) fn footprint_per_instance(&self) -> impl Iterator<Item = usize> {
         self.pods.values().map(|pod| {
             std::mem::size_of::<PodTraffic>()
-                + pod.totals.capacity() * std::mem::size_of::<LastSample>()
+                + pod.totals.footprint()
                 + pod.traffic.as_ref().map_or(0, BucketRing::footprint)
         })
     }

@@ -1,7 +1,7 @@
 //! Compact copies of what events say, for state that must stay small: text cut to
 //! a bound, and hashes standing in for identities that are only ever compared.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::sync::LazyLock;
 
 use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
@@ -50,6 +50,12 @@ pub(crate) fn hash_text(text: &str) -> u64 {
     TEXT_HASHER.hash_one(text)
 }
 
+/// A hash like [`hash_text`] of an identity in parts (a tuple of texts and enums),
+/// without formatting them into one text first: samples are hashed one each.
+pub(crate) fn hash_parts(parts: impl Hash) -> u64 {
+    TEXT_HASHER.hash_one(parts)
+}
+
 pub(crate) fn boundary(text: &str) -> usize {
     let mut end = text.len().min(MAX_TEXT);
     while !text.is_char_boundary(end) {
@@ -78,5 +84,8 @@ mod tests {
     fn equal_text_hashes_equal() {
         assert_eq!(hash_text("pod-0"), hash_text("pod-0"));
         assert_ne!(hash_text("pod-0"), hash_text("pod-1"));
+        assert_eq!(hash_parts(("a", "b")), hash_parts(("a", "b")));
+        // Each text ends its part: parts do not run into each other.
+        assert_ne!(hash_parts(("ab", "")), hash_parts(("a", "b")));
     }
 }

@@ -24,6 +24,7 @@ pub mod processor;
 mod recent_reconciles;
 mod reconcile_loop;
 mod resource_leak;
+mod running_totals;
 mod scheduler;
 mod tagged;
 mod window;

@@ -8,10 +8,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::compact::{bounded, hash_text};
+use super::compact::{bounded, hash_parts};
 use super::events::{Counter, CounterEvent, InstanceKey};
 use super::instance_table::{InstanceState, InstanceTable};
 use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
+use super::running_totals::{Growth, RunningTotals, Sample};
 use super::window::{Bucket, BucketRing, nanos};
 use super::write_conflict::{ConflictCause, WriteConflictConfig};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
@@ -51,8 +52,7 @@ struct InstanceCounters {
     operator: OperatorRef,
     pod: ObjectRef,
     last_seen: Nanos,
-    /// The last running total of each series, by a hash of its identity.
-    totals: Vec<(u64, f64)>,
+    totals: RunningTotals<MAX_SERIES>,
     rates: Vec<Rate>,
     signal: Option<SignalTrack>,
 }
@@ -63,7 +63,7 @@ impl InstanceState for InstanceCounters {
             operator,
             pod: key.pod(),
             last_seen: 0,
-            totals: Vec::new(),
+            totals: RunningTotals::default(),
             rates: Vec::new(),
             signal: None,
         }
@@ -125,28 +125,21 @@ impl InstanceCounters {
     }
 
     /// The growth of a running total since its previous sample: the whole value after
-    /// a reset (the process restarted), nothing for its first sample. `None` when the
-    /// series is new and no more can be followed.
+    /// a reset (the process restarted), nothing for its first sample or a late one.
+    /// `None` when the series is new and no more can be followed.
     fn increase_of_total(&mut self, event: &CounterEvent) -> Option<f64> {
-        let id = hash_text(&format!(
-            "{:?}\u{0}{}\u{0}{}",
-            event.counter, event.controller, event.series
-        ));
-        let known = self.totals.iter().position(|(series, _)| *series == id);
-        if let Some((_, last)) = known.and_then(|index| self.totals.get_mut(index)) {
-            let increase = if event.value >= *last {
-                event.value - *last
-            } else {
-                event.value
-            };
-            *last = event.value;
-            return Some(increase);
+        let sample = Sample {
+            series: hash_parts((event.counter, &event.controller, &event.series)),
+            // Scrapes turned into counter events carry no start time.
+            start: 0,
+            time: event.time,
+            value: event.value,
+        };
+        match self.totals.observe(sample, None) {
+            Growth::Untracked => None,
+            Growth::Nothing => Some(0.0),
+            Growth::Grew { increase, .. } => Some(increase),
         }
-        if self.totals.len() >= MAX_SERIES {
-            return None;
-        }
-        self.totals.push((id, event.value));
-        Some(0.0)
     }
 
     /// How much `counter` grew over the window ending at `now`, over the controllers
@@ -472,6 +465,21 @@ mod tests {
             1.0,
         ));
         assert!(conflict_signals(&run_until(events, secs(300))).is_empty());
+    }
+
+    #[test]
+    fn a_late_sample_is_no_restart() {
+        // One conflict a minute, too few to fire; then a sample from before the
+        // newest arrives late, lower than it: counted whole, it would fire.
+        let mut events = scrapes("widget-operator-0", 3, 0.25);
+        events.push(counter(
+            "widget-operator-0",
+            Counter::ApiConflicts,
+            "",
+            secs(150),
+            3.0 + 0.25 * 10.0,
+        ));
+        assert!(conflict_signals(&run_until(events, secs(200))).is_empty());
     }
 
     #[test]
