@@ -61,12 +61,14 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts etcd, then kube-apiserver with a static token for each of `users` (and
-    /// the test's own admin), its audit webhook posting to `http://{audit_webhook}/`,
-    /// and waits until `/readyz` answers.
+    /// Starts etcd, then kube-apiserver on loopback port `port` (chosen by the caller,
+    /// who may have told others where it will be) with a static token for each of
+    /// `users` (and the test's own admin), its audit webhook posting to
+    /// `http://{audit_webhook}/`, and waits until `/readyz` answers.
     pub async fn start(
         etcd: &Path,
         apiserver: &Path,
+        port: u16,
         audit_webhook: &str,
         users: &[String],
     ) -> Self {
@@ -97,7 +99,6 @@ impl ControlPlane {
                  contexts:\n  - name: opscope\n    context: {{ cluster: opscope, user: \"\" }}\ncurrent-context: opscope\nusers: []\n"
             ),
         );
-        let port = free_port();
         let path = |name: &str| dir.path().join(name).display().to_string();
         let apiserver_command = vec![
             format!("--etcd-servers={etcd_url}"),

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::SystemTime;
 
+use crate::pod_cgroup::PodCgroup;
+
 /// Longest line kept whole, as the kubelet's default (16 KiB) splits longer ones.
 const MAX_LINE: usize = 16 * 1024;
 
@@ -27,7 +29,14 @@ impl PodIdentity {
     /// A pod of a Deployment `deployment` in `namespace`, named as a ReplicaSet names
     /// its pods, `replica` telling replicas apart.
     pub fn of_deployment(namespace: &str, deployment: &str, replica: usize) -> Self {
-        let uid = format!("{:08x}-e2e0-4000-8000-{:012x}", std::process::id(), replica);
+        // Unique per pod, as the API server's are: the kubelet's folders and the kernel
+        // probe find a pod by it.
+        let pod_key = format!("{namespace}/{deployment}/{replica}");
+        let uid = format!(
+            "{:08x}-e2e0-4000-8000-{:012x}",
+            std::process::id(),
+            fnv1a(pod_key.as_bytes()) & 0xffff_ffff_ffff
+        );
         Self {
             namespace: namespace.to_string(),
             pod: format!("{deployment}-5d4f8b7c9-{}", pod_suffix(replica)),
@@ -42,6 +51,13 @@ impl PodIdentity {
             .join(&self.container)
             .join("0.log")
     }
+}
+
+/// FNV-1a, 64 bits: a stable hash of a pod's name for its made-up UID.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Five characters of a ReplicaSet pod's random suffix, told apart by `replica`.
@@ -62,6 +78,8 @@ pub struct OperatorPod {
     pub identity: PodIdentity,
     child: Child,
     log_path: PathBuf,
+    /// The container cgroup it was moved into, removed after the process is killed.
+    cgroup: Option<PodCgroup>,
 }
 
 impl OperatorPod {
@@ -95,7 +113,16 @@ impl OperatorPod {
             identity,
             child,
             log_path,
+            cgroup: None,
         }
+    }
+
+    /// Moves the process, all its threads, into `cgroup`, as a container runtime
+    /// starts it there; the cgroup is removed with the pod.
+    pub fn place_in(&mut self, cgroup: PodCgroup) -> std::io::Result<()> {
+        cgroup.add(self.child.id())?;
+        self.cgroup = Some(cgroup);
+        Ok(())
     }
 
     pub fn log_path(&self) -> &Path {

@@ -12,10 +12,11 @@ use opscope_testkit::backend::{TempDir, free_port, temp_dir};
 use opscope_testkit::control_plane::{ApiClient, ControlPlane};
 use opscope_testkit::jaeger::{Jaeger, jaeger_or_skip};
 use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
+use opscope_testkit::pod_cgroup::{CgroupLayout, PodCgroup, container_id_of};
 use opscope_testkit::prometheus::{PrometheusServer, prometheus3_or_skip};
 use serde_json::{Value, json};
 
-use crate::topology::{Deployment, Topology};
+use crate::topology::{Deployment, KernelProbe, Topology};
 
 /// The Widget CRD (e2e/crds/widgets.json): status subresource, a status schema
 /// whose `phase` takes only the values a healthy operator writes.
@@ -78,6 +79,31 @@ pub enum Sources {
     /// the agent tails, and it authenticates as a user that is no service account,
     /// whose events the `k8s_audit` receiver does not keep.
     TracesOnly,
+    /// Nothing but what the kernel probe sees of its pod: no traces, no metrics
+    /// endpoint scraped, logs not tailed, no audit events kept (a `<scenario>-kernel`
+    /// pod, the unaudited user), on a managed cluster.
+    KernelOnly,
+}
+
+/// Why the kernel probe cannot run in this test, if it cannot: it needs root, the
+/// `ebpf` build feature, the kernel's BTF and a cgroup hierarchy to put pods in.
+pub fn kernel_probe_unavailable() -> Option<String> {
+    let root = fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(2) == Some("0"))
+    });
+    if !root {
+        Some("not root".into())
+    } else if !cfg!(feature = "ebpf") {
+        Some("built without the ebpf feature".into())
+    } else if !Path::new("/sys/kernel/btf/vmlinux").is_file() {
+        Some("the kernel has no BTF".into())
+    } else if CgroupLayout::available().is_empty() {
+        Some("no cgroup hierarchy to put pods in".into())
+    } else {
+        None
+    }
 }
 
 /// The user of the operators whose audit events opscope drops.
@@ -111,11 +137,24 @@ impl Rig {
         let prometheus_port = free_port();
         // Prometheus scrapes the all-in-one agent; the gateways push by remote write.
         let backends = Backends::start(&format!("127.0.0.1:{prometheus_port}")).await;
+        // The API server's port is chosen first: the kernel probe watches it.
+        let apiserver_port = free_port();
+        let kernel_probe = match kernel_probe_unavailable() {
+            None => CgroupLayout::available()
+                .into_iter()
+                .next()
+                .map(|layout| KernelProbe {
+                    apiserver: format!("127.0.0.1:{apiserver_port}"),
+                    layout,
+                }),
+            Some(_) => None,
+        };
         let deployment = Deployment::start(
             topology,
             finalizer_max_age,
             backends.as_ref(),
             prometheus_port,
+            kernel_probe,
         );
         // Each scenario may run a twin (`<scenario>-backoff`) as a second operator.
         let users: Vec<String> = scenarios
@@ -126,6 +165,7 @@ impl Rig {
         let control_plane = ControlPlane::start(
             &binaries.etcd,
             &binaries.apiserver,
+            apiserver_port,
             &deployment.audit,
             &users,
         )
@@ -152,6 +192,7 @@ impl Rig {
                 operator_user(spec.scenario),
             ),
             Sources::TracesOnly => (format!("{}-untailed", spec.scenario), UNAUDITED_USER.into()),
+            Sources::KernelOnly => (format!("{}-kernel", spec.scenario), UNAUDITED_USER.into()),
         };
         let identity =
             PodIdentity::of_deployment(&operator_namespace, "widget-operator", spec.replica);
@@ -180,9 +221,28 @@ impl Rig {
             .arg("--operator=widget-operator")
             .args(spec.args)
             .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "info")
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", node.otlp_grpc());
-        let pod = OperatorPod::start(command, identity.clone(), node.log_root());
+            .env("RUST_LOG", "info");
+        if spec.sources != Sources::KernelOnly {
+            command.env("OTEL_EXPORTER_OTLP_ENDPOINT", node.otlp_grpc());
+        }
+        let mut pod = OperatorPod::start(command, identity.clone(), node.log_root());
+        if spec.sources == Sources::KernelOnly {
+            let probe = self
+                .deployment
+                .kernel_probe
+                .as_ref()
+                .expect("a kernel-only operator where the probe runs");
+            let cgroup = PodCgroup::create(
+                &probe.layout,
+                &format!("opscope-e2e-{}", std::process::id()),
+                &identity.uid,
+                &container_id_of(&identity.uid),
+            )
+            .expect("the pod's cgroup");
+            pod.place_in(cgroup)
+                .expect("the operator moved into its pod's cgroup");
+            return pod;
+        }
         if !spec.kube_rs {
             node.scrape(
                 &metrics,

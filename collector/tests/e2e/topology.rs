@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use opscope_testkit::backend::{TempDir, free_port, temp_dir};
+use opscope_testkit::pod_cgroup::CgroupLayout;
 use serde_json::{Value, json};
 
 use crate::common::{Opscope, Ports, http_get};
@@ -73,6 +74,14 @@ impl Node {
     }
 }
 
+/// The `ebpf` receiver of every node's agent, where the kernel probe can run: the
+/// API server it watches, and the cgroups its pods are put in.
+#[derive(Clone)]
+pub struct KernelProbe {
+    pub apiserver: String,
+    pub layout: CgroupLayout,
+}
+
 /// The running opscope processes.
 pub struct Deployment {
     pub topology: Topology,
@@ -81,6 +90,7 @@ pub struct Deployment {
     gateways: Vec<(Opscope, Ports)>,
     /// Where the API server's audit webhook posts.
     pub audit: String,
+    pub kernel_probe: Option<KernelProbe>,
 }
 
 impl Deployment {
@@ -93,9 +103,13 @@ impl Deployment {
         finalizer_max_age: &str,
         backends: Option<&Backends>,
         prometheus_port: u16,
+        kernel_probe: Option<KernelProbe>,
     ) -> Self {
         let keep = std::env::var("OPSCOPE_E2E_KEEP").is_ok_and(|keep| keep == "1");
-        let correlator = format!("{{ finalizer_leak: {{ max_age: {finalizer_max_age} }} }}");
+        // A storm held 20 s instead of 2 minutes, so that the scenario is short.
+        let correlator = format!(
+            "{{ finalizer_leak: {{ max_age: {finalizer_max_age} }}, api_request_storm: {{ duration: 20s, rate_window: 6s }} }}"
+        );
         let audit_port = free_port();
         let audit = format!("127.0.0.1:{audit_port}");
         let mut gateways = Vec::new();
@@ -138,6 +152,7 @@ impl Deployment {
                 let places = Places {
                     log_root: log_root.path(),
                     state: state.path(),
+                    kernel_probe: kernel_probe.as_ref(),
                 };
                 let config = match topology {
                     Topology::AllInOne => all_in_one_config(
@@ -148,7 +163,9 @@ impl Deployment {
                         &correlator,
                         prometheus_port,
                     ),
-                    Topology::GatewayTier => node_agent_config(&ports, &places, &routing, backends),
+                    Topology::GatewayTier => {
+                        node_agent_config(&ports, &places, &routing, &correlator, backends)
+                    }
                 };
                 Node {
                     opscope: Opscope::start(&config, &ports.health_addr()),
@@ -164,6 +181,7 @@ impl Deployment {
             nodes,
             gateways,
             audit,
+            kernel_probe,
         }
     }
 
@@ -172,13 +190,18 @@ impl Deployment {
         &self.nodes[replica % self.nodes.len()]
     }
 
-    /// The processes whose correlator speaks.
+    /// The processes whose correlator speaks: the gateways', and the agents' own
+    /// (of their pods, from the kernel probe) when they have the probe or are alone.
     fn correlators(&self) -> Vec<&Opscope> {
-        if self.gateways.is_empty() {
-            self.nodes.iter().map(|node| &node.opscope).collect()
-        } else {
-            self.gateways.iter().map(|(opscope, _)| opscope).collect()
-        }
+        let agents = self.gateways.is_empty() || self.kernel_probe.is_some();
+        let agents = self
+            .nodes
+            .iter()
+            .filter(|_| agents)
+            .map(|node| &node.opscope);
+        agents
+            .chain(self.gateways.iter().map(|(opscope, _)| opscope))
+            .collect()
     }
 
     fn processes(&self) -> impl Iterator<Item = (&Opscope, &Ports)> {
@@ -231,14 +254,25 @@ impl Deployment {
     }
 }
 
-/// Where an agent reads pod logs and keeps its state.
+/// Where an agent reads pod logs and keeps its state, and its kernel probe.
 struct Places<'a> {
     log_root: &'a Path,
     state: &'a Path,
+    kernel_probe: Option<&'a KernelProbe>,
 }
 
-/// The receivers every node's agent has: its operators' OTLP and their pod logs.
+/// The receivers every node's agent has: its operators' OTLP and their pod logs; and
+/// the kernel probe where it can run, reporting the pods of `*-kernel` namespaces
+/// (whose logs are not tailed and whose operators send nothing).
 fn node_receivers(ports: &Ports, places: &Places<'_>) -> String {
+    let ebpf = places.kernel_probe.map_or(String::new(), |probe| {
+        format!(
+            "  ebpf:\n    api_servers: [\"{apiserver}\"]\n    namespaces: [\"*-kernel\"]\n    interval: 2s\n    cgroup_root: {root}\n    pod_logs: {log_root}\n",
+            apiserver = probe.apiserver,
+            root = probe.layout.cgroup_root.display(),
+            log_root = places.log_root.display(),
+        )
+    });
     format!(
         r#"  otlp:
     protocols:
@@ -249,7 +283,7 @@ fn node_receivers(ports: &Ports, places: &Places<'_>) -> String {
     start_at: beginning
     storage: {state}/filelog
     poll_interval: 200ms
-"#,
+{ebpf}"#,
         grpc = ports.grpc,
         log_root = places.log_root.display(),
         state = places.state.display(),
@@ -312,9 +346,14 @@ exporters:
   pipelines:
     traces: {{ receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics{traces_to}] }}
     logs: {{ receivers: [otlp, filelog, k8s_audit], processors: [operator_tagger, correlator, batch], exporters: [operator_metrics] }}
-    metrics: {{ receivers: [prometheus_scrape, operator_metrics], processors: [operator_tagger, correlator, batch], exporters: [prometheus] }}
+    metrics: {{ receivers: [prometheus_scrape, operator_metrics{ebpf}], processors: [operator_tagger, correlator, batch], exporters: [prometheus] }}
     signals: {{ exporters: [debug, prometheus{signals_to}] }}
 {telemetry}"#,
+        ebpf = if places.kernel_probe.is_some() {
+            ", ebpf"
+        } else {
+            ""
+        },
         receivers = node_receivers(ports, places),
         state = places.state.display(),
         end = service_end(ports),
@@ -328,23 +367,33 @@ fn node_agent_config(
     ports: &Ports,
     places: &Places<'_>,
     routing: &str,
+    correlator: &str,
     backends: Option<&Backends>,
 ) -> String {
     let (jaeger, traces_to) = match backends {
         Some(backends) => (jaeger_exporter(backends), ", otlp/jaeger"),
         None => (String::new(), ""),
     };
+    // As overlays/ebpf deploys it: the agent correlates its own pods' kernel counts.
+    let (kernel_processors, kernel_exporters, kernel_pipelines) = match places.kernel_probe {
+        Some(_) => (
+            format!("  correlator: {correlator}\n"),
+            "  debug: { verbosity: detailed }\n",
+            "    metrics: { receivers: [ebpf], processors: [operator_tagger, correlator] }\n    signals: { exporters: [debug] }\n",
+        ),
+        None => (String::new(), "", ""),
+    };
     format!(
         r#"receivers:
 {receivers}processors:
   operator_tagger: {{}}
   batch: {{ timeout: 200ms }}
-exporters:
-{routing}{jaeger}{end}service:
+{kernel_processors}exporters:
+{kernel_exporters}{routing}{jaeger}{end}service:
   pipelines:
     traces: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [loadbalancing{traces_to}] }}
     logs: {{ receivers: [otlp, filelog], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
-{telemetry}"#,
+{kernel_pipelines}{telemetry}"#,
         receivers = node_receivers(ports, places),
         end = service_end(ports),
         telemetry = telemetry(ports),
