@@ -1,8 +1,8 @@
 //! The `ebpf` receiver's kernel probe on this machine's kernel, as root: a workload
 //! process, placed in a pod-shaped cgroup (cgroup v2 and, where the host has it, v1's
 //! memory controller), connects 500 times to a loopback port configured as the API
-//! server, half of them while nothing listens, sends a known number of bytes, forks
-//! 200 times and writes into a full 1 MiB tmpfs. The agent's metrics for that pod,
+//! server, half of them while nothing listens, has 20 more reset by the server, sends
+//! a known number of bytes, forks 200 times and writes into a full 1 MiB tmpfs. The agent's metrics for that pod,
 //! received by an OTLP sink, must match what the workload did.
 //!
 //! Its own harness: the test binary is also the workload (`OPSCOPE_EBPF_WORKLOAD`), a
@@ -30,6 +30,8 @@ const NAMESPACE: &str = "probe-system";
 const POD: &str = "probe-workload-7c9d5";
 
 const CONNECTIONS: usize = 250;
+/// Connections the server resets once they are established.
+const RESETS: usize = 20;
 const SENDS: usize = 100;
 const SEND_SIZE: usize = 1000;
 const FORKS: usize = 200;
@@ -344,6 +346,7 @@ service:
 struct Done {
     established: u64,
     refused: u64,
+    reset: u64,
     sent_bytes: u64,
     send_calls: u64,
     forks: u64,
@@ -405,8 +408,9 @@ service:
         String::from_utf8_lossy(&output.stderr)
     );
     let done = parse_done(&String::from_utf8_lossy(&output.stdout));
-    assert_eq!(done.established, CONNECTIONS as u64);
+    assert_eq!(done.established, (CONNECTIONS + RESETS) as u64);
     assert_eq!(done.refused, CONNECTIONS as u64);
+    assert_eq!(done.reset, RESETS as u64);
     assert_eq!(done.forks, FORKS as u64);
     assert!(done.enospc > 0, "the tmpfs never filled: {done:?}");
 
@@ -451,6 +455,7 @@ fn pod_counts<'a>(resources: impl Iterator<Item = &'a ResourceMetrics>) -> Optio
                     ("opscope.ebpf.api_server.connections", Some("refused")) => {
                         done.refused = value
                     }
+                    ("opscope.ebpf.api_server.connections", Some("reset")) => done.reset = value,
                     ("opscope.ebpf.api_server.sent_bytes", _) => done.sent_bytes = value,
                     ("opscope.ebpf.api_server.send_calls", _) => done.send_calls = value,
                     ("opscope.ebpf.process.forks", _) => done.forks = value,
@@ -483,6 +488,7 @@ fn parse_done(stdout: &str) -> Done {
         match key {
             "established" => done.established = value,
             "refused" => done.refused = value,
+            "reset" => done.reset = value,
             "sent_bytes" => done.sent_bytes = value,
             "send_calls" => done.send_calls = value,
             "forks" => done.forks = value,
@@ -567,6 +573,26 @@ fn count_workload(address: &str, tmpfs: &str) -> ExitCode {
             other => panic!("expected a refused connection, got {other:?}"),
         }
     }
+    // Reset by the server once established: it closes with linger 0.
+    let listener = TcpListener::bind(address).expect("listen as the API server again");
+    let mut reset = 0;
+    for _ in 0..RESETS {
+        let mut client = TcpStream::connect(address).expect("connect to be reset");
+        let (server, _) = listener.accept().expect("accept");
+        socket2::SockRef::from(&server)
+            .set_linger(Some(Duration::ZERO))
+            .expect("linger 0");
+        drop(server);
+        // The reset has arrived once a read says so.
+        let mut byte = [0u8; 1];
+        if client
+            .read(&mut byte)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset)
+        {
+            reset += 1;
+        }
+    }
+    drop(listener);
     let (mut client, mut server) = kept.expect("a kept connection");
     let payload = [b'x'; SEND_SIZE];
     let mut received = vec![0u8; SEND_SIZE];
@@ -596,7 +622,10 @@ fn count_workload(address: &str, tmpfs: &str) -> ExitCode {
             Err(e) => panic!("write: {e}"),
         }
     }
-    println!("established={CONNECTIONS}\nrefused={refused}");
+    println!(
+        "established={}\nrefused={refused}\nreset={reset}",
+        CONNECTIONS + RESETS
+    );
     println!("sent_bytes={}\nsend_calls={SENDS}", SENDS * SEND_SIZE);
     println!("forks={FORKS}\nenospc={enospc}");
     ExitCode::SUCCESS
