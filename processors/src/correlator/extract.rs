@@ -302,14 +302,10 @@ fn counter_events(
     instance: &str,
     out: &mut Vec<Event>,
 ) {
-    let Some(Data::Sum(sum)) = &metric.data else {
+    let Some((cumulative, points)) = sum_points(metric) else {
         return;
     };
-    let cumulative = sum.aggregation_temporality != AggregationTemporality::Delta as i32;
-    for point in &sum.data_points {
-        let Some(value) = point_value(point) else {
-            continue;
-        };
+    for (point, value) in points {
         let labels = &point.attributes;
         // Work-queue series name their queue `name` (older controller-runtime) or
         // `controller` (newer, which keeps `name` too); the queue is the controller's.
@@ -375,14 +371,10 @@ fn api_traffic_events(
     pod: &PodContainer<'_>,
     out: &mut Vec<Event>,
 ) {
-    let Some(Data::Sum(sum)) = &metric.data else {
+    let Some((cumulative, points)) = sum_points(metric) else {
         return;
     };
-    let cumulative = sum.aggregation_temporality != AggregationTemporality::Delta as i32;
-    for point in &sum.data_points {
-        let Some(value) = point_value(point) else {
-            continue;
-        };
+    for (point, value) in points {
         let measure = match measure {
             ApiTraffic::Connections(_) => {
                 let outcome =
@@ -403,6 +395,20 @@ fn api_traffic_events(
             cumulative,
         }));
     }
+}
+
+/// The valued points of a sum, and whether they are running totals (anything but
+/// delta); `None` for another kind of metric.
+fn sum_points(metric: &Metric) -> Option<(bool, impl Iterator<Item = (&NumberDataPoint, f64)>)> {
+    let Some(Data::Sum(sum)) = &metric.data else {
+        return None;
+    };
+    let cumulative = sum.aggregation_temporality != AggregationTemporality::Delta as i32;
+    let points = sum
+        .data_points
+        .iter()
+        .filter_map(|point| Some((point, point_value(point)?)));
+    Some((cumulative, points))
 }
 
 fn point_value(point: &NumberDataPoint) -> Option<f64> {
