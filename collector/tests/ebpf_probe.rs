@@ -21,7 +21,7 @@ use std::time::Duration;
 use common::{Opscope, OtlpSink, Ports, free_port};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{ResourceMetrics, metric::Data, number_data_point};
-use opscope_testkit::pod_cgroup::{CgroupLayout, PodCgroup};
+use opscope_testkit::pod_cgroup::{CgroupLayout, PodCgroup, is_root, kernel_probe_unavailable};
 
 /// A generated pod: its UID and container id are made up for the test.
 const POD_UID: &str = "5e1f0c2a-7b3d-4c8e-9f10-112233445566";
@@ -83,37 +83,15 @@ const PROBED: Pod = Pod {
 
 fn layouts_or_skip() -> Option<Vec<CgroupLayout>> {
     let required = std::env::var("OPSCOPE_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
-    let is_root = effective_uid() == 0;
-    let reason = if !is_root {
-        Some("not root: loading the probe needs CAP_BPF and CAP_PERFMON".to_string())
-    } else if !cfg!(feature = "ebpf") {
-        Some("built without the ebpf feature (cargo test --features opscope/ebpf)".into())
-    } else if !Path::new("/sys/kernel/btf/vmlinux").is_file() {
-        Some("the kernel has no BTF (/sys/kernel/btf/vmlinux)".into())
-    } else {
-        None
-    };
-    if let Some(reason) = reason {
+    if let Some(reason) = kernel_probe_unavailable(cfg!(feature = "ebpf")) {
         assert!(
-            !(required && is_root),
+            !(required && is_root()),
             "ebpf_probe: OPSCOPE_REQUIRE_BACKENDS=1 as root but {reason}"
         );
         eprintln!("skipping ebpf_probe: {reason}");
         return None;
     }
-    let layouts = CgroupLayout::available();
-    assert!(
-        !layouts.is_empty(),
-        "no cgroup v2 mount and no v1 memory controller under /sys/fs/cgroup"
-    );
-    Some(layouts)
-}
-
-/// The effective uid, read without `unsafe`: the owner of a file this process makes.
-fn effective_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    let probe = tempfile::NamedTempFile::new().expect("a temp file");
-    probe.as_file().metadata().expect("its metadata").uid()
+    Some(CgroupLayout::available())
 }
 
 fn mount_tracefs() {

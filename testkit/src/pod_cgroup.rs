@@ -55,6 +55,32 @@ impl CgroupLayout {
     }
 }
 
+/// Whether this process runs as root (its effective uid, from `/proc/self/status`).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(2) == Some("0"))
+    })
+}
+
+/// Why the kernel probe cannot be loaded in this test, if it cannot: it needs root,
+/// a build with the `ebpf` feature (`built_with_ebpf`, which only the caller's crate
+/// knows), the kernel's BTF and a cgroup hierarchy to put pods in.
+pub fn kernel_probe_unavailable(built_with_ebpf: bool) -> Option<String> {
+    if !is_root() {
+        Some("not root: loading the probe needs CAP_BPF and CAP_PERFMON".into())
+    } else if !built_with_ebpf {
+        Some("built without the ebpf feature (cargo test --features opscope/ebpf)".into())
+    } else if !Path::new("/sys/kernel/btf/vmlinux").is_file() {
+        Some("the kernel has no BTF (/sys/kernel/btf/vmlinux)".into())
+    } else if CgroupLayout::available().is_empty() {
+        Some("no cgroup v2 mount and no v1 memory controller under /sys/fs/cgroup".into())
+    } else {
+        None
+    }
+}
+
 /// A container id for a made-up pod: 64 hex digits from its UID's.
 pub fn container_id_of(pod_uid: &str) -> String {
     let hex: String = pod_uid.chars().filter(char::is_ascii_hexdigit).collect();

@@ -12,7 +12,9 @@ use opscope_testkit::backend::{TempDir, free_port, temp_dir};
 use opscope_testkit::control_plane::{ApiClient, ControlPlane};
 use opscope_testkit::jaeger::{Jaeger, jaeger_or_skip};
 use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
-use opscope_testkit::pod_cgroup::{CgroupLayout, PodCgroup, container_id_of};
+use opscope_testkit::pod_cgroup::{
+    CgroupLayout, PodCgroup, container_id_of, kernel_probe_unavailable,
+};
 use opscope_testkit::prometheus::{PrometheusServer, prometheus3_or_skip};
 use serde_json::{Value, json};
 
@@ -85,27 +87,6 @@ pub enum Sources {
     KernelOnly,
 }
 
-/// Why the kernel probe cannot run in this test, if it cannot: it needs root, the
-/// `ebpf` build feature, the kernel's BTF and a cgroup hierarchy to put pods in.
-pub fn kernel_probe_unavailable() -> Option<String> {
-    let root = fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(2) == Some("0"))
-    });
-    if !root {
-        Some("not root".into())
-    } else if !cfg!(feature = "ebpf") {
-        Some("built without the ebpf feature".into())
-    } else if !Path::new("/sys/kernel/btf/vmlinux").is_file() {
-        Some("the kernel has no BTF".into())
-    } else if CgroupLayout::available().is_empty() {
-        Some("no cgroup hierarchy to put pods in".into())
-    } else {
-        None
-    }
-}
-
 /// The user of the operators whose audit events opscope drops.
 const UNAUDITED_USER: &str = "e2e-unaudited-operator";
 
@@ -139,7 +120,7 @@ impl Rig {
         let backends = Backends::start(&format!("127.0.0.1:{prometheus_port}")).await;
         // The API server's port is chosen first: the kernel probe watches it.
         let apiserver_port = free_port();
-        let kernel_probe = match kernel_probe_unavailable() {
+        let kernel_probe = match kernel_probe_unavailable(cfg!(feature = "ebpf")) {
             None => CgroupLayout::available()
                 .into_iter()
                 .next()

@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use opscope_testkit::alertmanager::labels;
 use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
+use opscope_testkit::pod_cgroup::{is_root, kernel_probe_unavailable};
 
 use crate::proxy::{Fault, FaultProxy};
-use crate::rig::{OperatorSpec, Rig, Sources, kernel_probe_unavailable};
+use crate::rig::{OperatorSpec, Rig, Sources};
 
 /// How long after its start a scenario's signal may take: the promise.
 const DETECTION: Duration = Duration::from_secs(30);
@@ -381,8 +382,8 @@ async fn traces_only_timestamp_loop(rig: Arc<Rig>, name: &'static str) -> Outcom
 /// probe sees its pod, sending to the API server far above 50 calls a second:
 /// `api_request_storm` (held 20 s in this rig) about the pod, and nothing else.
 async fn kernel_only_timestamp_loop(rig: Arc<Rig>, name: &'static str) -> Outcome {
-    if let Some(reason) = kernel_probe_unavailable() {
-        let required = opscope_testkit::backend::backends_required() && reason != "not root";
+    if let Some(reason) = kernel_probe_unavailable(cfg!(feature = "ebpf")) {
+        let required = opscope_testkit::backend::backends_required() && is_root();
         return match required {
             true => Err(format!("OPSCOPE_REQUIRE_BACKENDS=1 as root but {reason}")),
             false => Ok(format!(
