@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use opscope_exporters::prometheus::PrometheusExporter;
 use opscope_exporters::{
     Batch, Encoded, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig, SendingQueue,
 };
@@ -20,6 +21,7 @@ use crate::config::components::connector_table;
 use crate::config::{Config, ConnectorConfig};
 use crate::connectors::operator_metrics::OperatorMetricsConnector;
 use crate::consumer::Consumer;
+use crate::listening::Listening;
 use crate::self_telemetry::SelfTelemetry;
 use crate::sending::{BuiltExporter, Start, Started};
 
@@ -27,8 +29,12 @@ pub struct Exporters(BTreeMap<String, BuiltExporter>);
 
 impl Exporters {
     /// Builds the exporters that some pipeline lists (binding the endpoints of those
-    /// that serve one).
-    pub fn build(config: &Config, telemetry: &SelfTelemetry) -> Result<Self, FieldError> {
+    /// that serve one, whose addresses are recorded in `listening`).
+    pub fn build(
+        config: &Config,
+        telemetry: &SelfTelemetry,
+        listening: &Listening,
+    ) -> Result<Self, FieldError> {
         let mut built = BTreeMap::new();
         let listed = config.service.pipelines.values().flat_map(|p| &p.exporters);
         for name in listed {
@@ -39,7 +45,11 @@ impl Exporters {
                 continue;
             };
             let at = |e: FieldError| e.within(&format!("exporters.{name}"));
-            built.insert(name.clone(), exporter.build(name, telemetry).map_err(at)?);
+            let exporter = exporter.build(name, telemetry).map_err(at)?;
+            if let Some(served) = exporter.instance::<PrometheusExporter>() {
+                listening.record(format!("exporters.{name}"), served.local_addr());
+            }
+            built.insert(name.clone(), exporter);
         }
         Ok(Self(built))
     }

@@ -25,6 +25,7 @@ pub mod extensions;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handover;
+pub mod listening;
 pub mod pipeline;
 pub mod receivers;
 pub mod self_telemetry;

@@ -28,6 +28,11 @@ enum Command {
         /// Config file; without it the embedded default config is used.
         #[arg(short, long)]
         config: Option<PathBuf>,
+        /// Once every listener is bound, write their addresses to this file as JSON,
+        /// by setting (`{"receivers.otlp.protocols.grpc": "127.0.0.1:43121", …}`): for
+        /// scripts and tests that configure port 0.
+        #[arg(long, value_name = "FILE")]
+        listen_report: Option<PathBuf>,
     },
     /// Check a config file and print every problem with its path.
     Validate {
@@ -55,6 +60,10 @@ enum Command {
         /// Also send alerts to this Alertmanager (base URL).
         #[arg(long)]
         alertmanager: Option<String>,
+        /// Once every listener is bound, write their addresses to this file as JSON
+        /// (as `run --listen-report`).
+        #[arg(long, value_name = "FILE")]
+        listen_report: Option<PathBuf>,
     },
     /// Replay captured files (container logs, operator logs, audit logs, OTLP/JSON)
     /// through the tagger and correlator and report the signals.
@@ -95,8 +104,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command.unwrap_or(Command::Run { config: None }) {
-        Command::Run { config } => match run(config) {
+    let default = Command::Run {
+        config: None,
+        listen_report: None,
+    };
+    match cli.command.unwrap_or(default) {
+        Command::Run {
+            config,
+            listen_report,
+        } => match run(config, listen_report) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("opscope: {err:#}");
@@ -111,6 +127,7 @@ fn main() -> ExitCode {
             loki,
             prometheus_remote_write,
             alertmanager,
+            listen_report,
         } => {
             let backends = opscope::demo::Backends {
                 prometheus,
@@ -119,7 +136,7 @@ fn main() -> ExitCode {
                 remote_write: prometheus_remote_write,
                 alertmanager,
             };
-            demo(duration, backends)
+            demo(duration, backends, listen_report)
         }
         Command::Analyze {
             format,
@@ -271,7 +288,11 @@ fn analysis_settings(config: Option<&Config>) -> (TaggerConfig, CorrelatorConfig
     (tagger, correlator)
 }
 
-fn demo(duration: Option<u64>, backends: opscope::demo::Backends) -> ExitCode {
+fn demo(
+    duration: Option<u64>,
+    backends: opscope::demo::Backends,
+    listen_report: Option<PathBuf>,
+) -> ExitCode {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -291,7 +312,7 @@ fn demo(duration: Option<u64>, backends: opscope::demo::Backends) -> ExitCode {
     };
     let result = runtime().map_err(|e| e.to_string()).and_then(|runtime| {
         runtime
-            .block_on(opscope::demo::run(backends, stop))
+            .block_on(opscope::demo::run(backends, listen_report, stop))
             .map_err(|e| e.to_string())
     });
     match result {
@@ -303,7 +324,7 @@ fn demo(duration: Option<u64>, backends: opscope::demo::Backends) -> ExitCode {
     }
 }
 
-fn run(path: Option<PathBuf>) -> anyhow::Result<()> {
+fn run(path: Option<PathBuf>, listen_report: Option<PathBuf>) -> anyhow::Result<()> {
     let config = load(path.as_ref()).map_err(anyhow::Error::msg)?;
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&config.service.telemetry.logs.level))
@@ -317,7 +338,11 @@ fn run(path: Option<PathBuf>) -> anyhow::Result<()> {
         tracing::warn!("deprecated config: {deprecation}");
     }
     let runtime = runtime().context("starting the async runtime")?;
-    let result = runtime.block_on(opscope::service::run(config, shutdown_signal()));
+    let options = opscope::service::RunOptions {
+        listen_report,
+        on_ready: None,
+    };
+    let result = runtime.block_on(opscope::service::run(config, options, shutdown_signal()));
     // A receiver stuck in a system call on a blocking thread was left behind by the
     // service (and named in the log): the process does not wait for it.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_GRACE);

@@ -6,6 +6,8 @@ use opscope_model::config::FieldError;
 use opscope_net::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use opscope_exporters::SendingQueue;
@@ -15,6 +17,7 @@ use opscope_model::TelemetryKind;
 use opscope_model::memory::MemoryAccount;
 use opscope_processors::memory_limiter::SystemMemory;
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +26,7 @@ use crate::consumer::{Consumer, OtlpBatch, PipelineInput};
 use crate::exporters::{Exporters, build_connector};
 use crate::extensions::health_check::{self, Readiness};
 use crate::handover;
+use crate::listening::Listening;
 use crate::pipeline::memory_watch::MemoryWatch;
 use crate::pipeline::{Pipeline, SharedProcessors};
 use crate::receivers::{Consumers, ReceiverContext, ReceiverError};
@@ -37,21 +41,41 @@ pub enum ServiceError {
     Receiver(#[from] ReceiverError),
     #[error("{what}: cannot listen on {address}: {source}")]
     Bind {
-        what: &'static str,
+        what: String,
         address: String,
+        source: std::io::Error,
+    },
+    #[error("--listen-report {}: {source}", path.display())]
+    ListenReport {
+        path: PathBuf,
         source: std::io::Error,
     },
 }
 
+/// What a caller of [`run`] asks beyond the config: where the listeners' bound
+/// addresses go once every listener is bound.
+#[derive(Debug, Default)]
+pub struct RunOptions {
+    /// A file to write the addresses to, as JSON (`--listen-report`).
+    pub listen_report: Option<PathBuf>,
+    /// Told the addresses, by setting, once the agent is ready.
+    pub on_ready: Option<oneshot::Sender<BTreeMap<String, SocketAddr>>>,
+}
+
 /// Runs the agent until `stop` completes, then shuts down gracefully.
-pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), ServiceError> {
+pub async fn run(
+    config: Config,
+    options: RunOptions,
+    stop: impl Future<Output = ()>,
+) -> Result<(), ServiceError> {
     let telemetry = Arc::new(SelfTelemetry::new());
+    let listening = Listening::default();
     let abort_exports = CancellationToken::new();
     let stop_receiving = CancellationToken::new();
     let stop_servers = CancellationToken::new();
     let close_inputs = CancellationToken::new();
 
-    let mut exporters = Exporters::build(&config, &telemetry)?;
+    let mut exporters = Exporters::build(&config, &telemetry, &listening)?;
     // Data is sized for the memory account only when a memory limiter reads it.
     let limited = (config.processors.values())
         .any(|processor| matches!(processor, ProcessorConfig::MemoryLimiter(_)));
@@ -136,7 +160,12 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
         servers.spawn(watch.run(stop_servers.clone()));
     }
     let readiness = Readiness::default();
-    serve_extensions(&config, &readiness, &telemetry, &stop_servers, &mut servers).await?;
+    let exposition = ExpositionContext {
+        telemetry: &telemetry,
+        listening: &listening,
+        stop: &stop_servers,
+    };
+    serve_extensions(&config, &readiness, &exposition, &mut servers).await?;
 
     let mut receiving = Receiving::default();
     for (id, receiver) in &config.receivers {
@@ -146,6 +175,7 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
             telemetry: Arc::clone(&telemetry),
             shutdown: stop_receiving.clone(),
             readiness: readiness.clone(),
+            listening: listening.clone(),
         };
         let mut tasks = JoinSet::new();
         receiver.start(context, &mut tasks).await?;
@@ -154,6 +184,18 @@ pub async fn run(config: Config, stop: impl Future<Output = ()>) -> Result<(), S
     drop(consumers);
     readiness.set(true);
     tracing::info!("opscope is ready");
+    // Written once ready: a script that sees the file may use every address in it.
+    if let Some(path) = &options.listen_report {
+        listening
+            .write_report(path)
+            .map_err(|source| ServiceError::ListenReport {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    if let Some(ready) = options.on_ready {
+        let _ = ready.send(listening.addresses());
+    }
 
     stop.await;
     tracing::info!("shutting down: receivers stop, queued data is delivered");
@@ -413,33 +455,37 @@ impl PipelineBuilder<'_> {
     }
 }
 
+/// What the agent's own endpoints share: the telemetry they count in, where they
+/// record their bound addresses, and the signal that stops them.
+struct ExpositionContext<'a> {
+    telemetry: &'a Arc<SelfTelemetry>,
+    listening: &'a Listening,
+    stop: &'a CancellationToken,
+}
+
 async fn serve_extensions(
     config: &Config,
     readiness: &Readiness,
-    telemetry: &Arc<SelfTelemetry>,
-    stop: &CancellationToken,
+    context: &ExpositionContext<'_>,
     servers: &mut JoinSet<()>,
 ) -> Result<(), ServiceError> {
     let metrics = &config.service.telemetry.metrics;
     let server = Exposition {
-        what: "service.telemetry.metrics",
+        what: "service.telemetry.metrics".into(),
         address: &metrics.address,
         tls: metrics.tls.as_ref(),
     };
-    servers.spawn(
-        server
-            .serve(Arc::clone(telemetry).router(), telemetry, stop)
-            .await?,
-    );
+    let router = Arc::clone(context.telemetry).router();
+    servers.spawn(server.serve(router, context).await?);
     for id in &config.service.extensions {
         if let Some(ExtensionConfig::HealthCheck(health)) = config.extensions.get(id) {
             let server = Exposition {
-                what: "extensions.health_check",
+                what: format!("extensions.{id}"),
                 address: &health.endpoint,
                 tls: health.tls.as_ref(),
             };
             let router = health_check::router(readiness.clone());
-            servers.spawn(server.serve(router, telemetry, stop).await?);
+            servers.spawn(server.serve(router, context).await?);
         }
     }
     Ok(())
@@ -447,51 +493,48 @@ async fn serve_extensions(
 
 /// One of the agent's own HTTP endpoints (self-telemetry, health).
 struct Exposition<'a> {
-    /// The setting it comes from, for errors and logs.
-    what: &'static str,
+    /// The setting it comes from, for errors, logs and the listen report.
+    what: String,
     address: &'a str,
     tls: Option<&'a ServerTlsConfig>,
 }
 
 impl Exposition<'_> {
-    /// Binds the endpoint and returns the task that serves `router` until `stop`.
+    /// Binds the endpoint, records its address and returns the task that serves
+    /// `router` until stopped.
     async fn serve(
         self,
         router: axum::Router,
-        telemetry: &SelfTelemetry,
-        stop: &CancellationToken,
+        context: &ExpositionContext<'_>,
     ) -> Result<impl Future<Output = ()> + Send + 'static, ServiceError> {
-        let what = self.what;
-        let tls = self
-            .tls
+        let Self { what, address, tls } = self;
+        let telemetry = context.telemetry;
+        let tls = tls
             .map(|tls| {
-                let reloads = telemetry.certificate_reloads(what, "http");
-                tls.server_config(Alpn::Http2AndHttp1, what, reloads)
+                let reloads = telemetry.certificate_reloads(&what, "http");
+                tls.server_config(Alpn::Http2AndHttp1, &what, reloads)
             })
             .transpose()
             .map_err(|error| {
                 FieldError::new(format!("{what}.{}", error.field()), error.to_string())
             })?;
-        let listener =
-            TcpListener::bind(self.address)
-                .await
-                .map_err(|source| ServiceError::Bind {
-                    what,
-                    address: self.address.to_string(),
-                    source,
-                })?;
-        if let Ok(local) = listener.local_addr() {
-            tracing::info!(%what, address = %local, tls = tls.is_some(), "listening");
-        }
+        let bind_failed = |source| ServiceError::Bind {
+            what: what.clone(),
+            address: address.to_string(),
+            source,
+        };
+        let listener = TcpListener::bind(address).await.map_err(bind_failed)?;
+        let local = listener.local_addr().map_err(bind_failed)?;
+        context.listening.record(what.clone(), local);
         // Its own small connection budget: probes and scrapes are answered while
         // the data servers are full.
         let server = HttpServer {
-            name: what.to_string(),
+            metrics: telemetry.server_connections(&what, "http"),
+            name: what,
             tls,
             settings: ConnectionSettings::exposition(),
-            metrics: telemetry.server_connections(what, "http"),
         };
-        Ok(server.serve(listener, router, stop.clone().cancelled_owned()))
+        Ok(server.serve(listener, router, context.stop.clone().cancelled_owned()))
     }
 }
 

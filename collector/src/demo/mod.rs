@@ -1,18 +1,21 @@
 //! `opscope demo`: the agent and a simulated misbehaving operator fleet that sends it
 //! real OTLP, so a newcomer sees signals fire within seconds.
 
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::TcpListener;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use opscope_model::timestamp::now_unix_nanos;
 use opscope_proto::otlp::collector::trace::v1::trace_service_client::TraceServiceClient;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 pub use opscope_workload::{SimulatedFleet, TICK_MILLIS};
 
 use crate::config::{Config, ConfigErrors};
-use crate::service::{self, ServiceError};
+use crate::service::{self, RunOptions, ServiceError};
 
 /// Where the demo serves its Prometheus endpoint, and the backends it can also
 /// export to, given on the command line.
@@ -91,13 +94,11 @@ pub enum DemoError {
     Config(#[from] ConfigErrors),
     #[error(transparent)]
     Service(#[from] ServiceError),
-    #[error("no free port on 127.0.0.1: {0}")]
-    NoPort(std::io::Error),
 }
 
 /// The demo's config: the agent with the correlator on, signals printed, short
 /// thresholds so that a stuck finalizer shows within seconds.
-pub fn demo_config(grpc_port: u16, backends: &Backends) -> Result<Config, ConfigErrors> {
+pub fn demo_config(backends: &Backends) -> Result<Config, ConfigErrors> {
     let (optional, [traces, metrics, signals]) = backends.exporters();
     let [traces, metrics, signals] = [traces, metrics, signals].map(|ids| ids.join(", "));
     let prometheus = &backends.prometheus;
@@ -106,7 +107,7 @@ pub fn demo_config(grpc_port: u16, backends: &Backends) -> Result<Config, Config
 receivers:
   otlp:
     protocols:
-      grpc: {{ endpoint: "127.0.0.1:{grpc_port}" }}
+      grpc: {{ endpoint: "127.0.0.1:0" }}
 processors:
   operator_tagger: {{}}
   correlator:
@@ -131,27 +132,54 @@ service:
     Config::from_yaml(&yaml, &|name| std::env::var(name).ok())
 }
 
-/// Runs the agent and the fleet until `stop` completes.
-pub async fn run(backends: Backends, stop: impl Future<Output = ()>) -> Result<(), DemoError> {
-    let grpc_port = free_port().map_err(DemoError::NoPort)?;
-    let config = demo_config(grpc_port, &backends)?;
-    println!("{}", introduction(&backends));
+/// Runs the agent and the fleet until `stop` completes. The agent's OTLP receiver takes
+/// any free port; the fleet starts sending once the agent is ready and says where.
+pub async fn run(
+    backends: Backends,
+    listen_report: Option<PathBuf>,
+    stop: impl Future<Output = ()>,
+) -> Result<(), DemoError> {
+    let config = demo_config(&backends)?;
+    let (on_ready, ready) = oneshot::channel();
     let stop_fleet = CancellationToken::new();
-    let fleet = tokio::spawn(simulate(
-        format!("http://127.0.0.1:{grpc_port}"),
-        stop_fleet.clone(),
-    ));
+    let fleet = tokio::spawn(start_fleet(ready, backends, stop_fleet.clone()));
     let stopping = async {
         stop.await;
         stop_fleet.cancel();
     };
-    let result = service::run(config, stopping).await;
+    let options = RunOptions {
+        listen_report,
+        on_ready: Some(on_ready),
+    };
+    let result = service::run(config, options, stopping).await;
     stop_fleet.cancel();
     let _ = fleet.await;
     result.map_err(DemoError::from)
 }
 
-fn introduction(backends: &Backends) -> String {
+/// Once the agent is ready, says what the demo shows and where, then runs the fleet
+/// against the agent's bound OTLP/gRPC address. An agent that did not start runs none.
+async fn start_fleet(
+    ready: oneshot::Receiver<BTreeMap<String, SocketAddr>>,
+    backends: Backends,
+    stop: CancellationToken,
+) {
+    let Ok(bound) = ready.await else {
+        return;
+    };
+    let prometheus = bound.get("exporters.prometheus");
+    let Some(otlp) = bound.get(OTLP_SETTING) else {
+        return;
+    };
+    let prometheus = prometheus.map_or(backends.prometheus.clone(), ToString::to_string);
+    println!("{}", introduction(&backends, &prometheus));
+    simulate(format!("http://{otlp}"), stop).await;
+}
+
+/// The setting of the receiver the fleet sends to, as the listen report names it.
+const OTLP_SETTING: &str = "receivers.otlp.protocols.grpc";
+
+fn introduction(backends: &Backends, prometheus: &str) -> String {
     let mut text = String::from(
         "opscope demo: a simulated operator fleet sends OTLP traces to the agent.\n\
          \x20 kuberay-operator  RayJob ml/train      writes time.Now() into status on every reconcile, no event filter\n\
@@ -161,8 +189,7 @@ fn introduction(backends: &Backends) -> String {
          Signals are printed below as they fire, with the usual fix. Ctrl-C stops.\n",
     );
     text.push_str(&format!(
-        "Look at them in Prometheus form: curl -s http://{}/metrics | grep opscope_signal_active\n",
-        backends.prometheus
+        "Look at them in Prometheus form: curl -s http://{prometheus}/metrics | grep opscope_signal_active\n"
     ));
     for (backend, what) in [
         (&backends.otlp, "traces and signal spans"),
@@ -200,29 +227,13 @@ async fn simulate(endpoint: String, stop: CancellationToken) {
     }
 }
 
-/// A free port for the agent's OTLP receiver, below the kernel's ephemeral range
-/// (32768 and up), so that no outgoing connection takes it before the agent binds it.
-fn free_port() -> std::io::Result<u16> {
-    use std::hash::{BuildHasher, RandomState};
-    let random = RandomState::new();
-    (0u64..200)
-        .map(|attempt| 10_000 + (random.hash_one(attempt) % 20_000) as u16)
-        .find(|port| TcpListener::bind(("127.0.0.1", *port)).is_ok())
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                "no free port in 10000..30000",
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_demo_config_is_valid_with_and_without_backends() {
-        assert!(demo_config(4317, &Backends::default()).is_ok());
+        assert!(demo_config(&Backends::default()).is_ok());
         let all = Backends {
             otlp: Some("http://localhost:4317".into()),
             loki: Some("http://localhost:3100".into()),
@@ -230,7 +241,7 @@ mod tests {
             alertmanager: Some("http://localhost:9093".into()),
             ..Backends::default()
         };
-        let config = demo_config(4317, &all).expect("valid with every backend");
+        let config = demo_config(&all).expect("valid with every backend");
         assert!(config.deprecations.is_empty(), "{:?}", config.deprecations);
         for id in [
             "otlp/backend",

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::consumer::Consumer;
 use crate::extensions::health_check::Readiness;
+use crate::listening::Listening;
 use crate::self_telemetry::SelfTelemetry;
 
 /// The pipelines one receiver feeds, per signal type.
@@ -42,6 +43,8 @@ pub struct ReceiverContext {
     pub shutdown: CancellationToken,
     /// Where a receiver that works in rounds reports that it is stuck in one.
     pub readiness: Readiness,
+    /// Where a receiver that listens records the address it bound.
+    pub listening: Listening,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -21,18 +21,32 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// `idle_timeout` unless configured, as in the OpenTelemetry Collector.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Binds a receiver's listener; a port in use fails the start with the address.
-pub async fn bind(receiver: &str, address: &str) -> Result<TcpListener, ReceiverError> {
+/// Binds a receiver's listener at `address` (port 0 takes any free port) and records
+/// the bound address under the receiver's setting `at` (`protocols.grpc`, or empty for
+/// the receiver's own `endpoint`); a port in use fails the start with the address.
+pub async fn bind(
+    context: &ReceiverContext,
+    at: &str,
+    address: &str,
+) -> Result<TcpListener, ReceiverError> {
+    let receiver = &context.id;
     let listener = TcpListener::bind(address)
         .await
         .map_err(|source| ReceiverError::Bind {
-            receiver: receiver.to_string(),
+            receiver: receiver.clone(),
             address: address.to_string(),
             source,
         })?;
-    if let Ok(local) = listener.local_addr() {
-        tracing::info!(receiver = receiver, address = %local, "listening");
-    }
+    let local = listener.local_addr().map_err(|source| ReceiverError::Bind {
+        receiver: receiver.clone(),
+        address: address.to_string(),
+        source,
+    })?;
+    let setting = match at {
+        "" => format!("receivers.{receiver}"),
+        at => format!("receivers.{receiver}.{at}"),
+    };
+    context.listening.record(setting, local);
     Ok(listener)
 }
 

@@ -26,7 +26,7 @@ pub async fn start(
     let security = config
         .security()
         .build(Alpn::Http2AndHttp1, "http", &context)?;
-    let listener = bind(&context.id, &config.endpoint).await?;
+    let listener = bind(&context, "", &config.endpoint).await?;
     tasks.spawn(webhook::serve(listener, config, security, &context));
     if let Some(tail) = config.file_tail() {
         filelog::start(&tail, context, tasks).await?;

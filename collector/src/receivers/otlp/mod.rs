@@ -22,7 +22,7 @@ pub async fn start(
 ) -> Result<(), ReceiverError> {
     if let Some(grpc) = &config.protocols.grpc {
         let security = grpc.security().build(Alpn::Http2, "grpc", &context)?;
-        let listener = bind(&context.id, &grpc.endpoint).await?;
+        let listener = bind(&context, "protocols.grpc", &grpc.endpoint).await?;
         tasks.spawn(grpc::serve(
             listener,
             grpc.max_message_bytes(),
@@ -36,7 +36,7 @@ pub async fn start(
         let security = http
             .security()
             .build(Alpn::Http2AndHttp1, "http", &context)?;
-        let listener = bind(&context.id, &http.endpoint).await?;
+        let listener = bind(&context, "protocols.http", &http.endpoint).await?;
         tasks.spawn(http::serve(
             listener,
             http.max_request_body_size,
