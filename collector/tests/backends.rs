@@ -8,6 +8,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::{Opscope, OtlpSink, Received};
@@ -38,37 +39,45 @@ const LOOP_LABELS: &[(&str, &str)] = &[
 
 /// Everything the demo exports to, each on its own loopback port.
 struct Backends {
-    prometheus: PrometheusServer,
+    /// Prometheus 2, which scrapes the demo once it runs ([`Backends::scrape`]) and
+    /// takes its remote write.
+    prometheus_binary: PathBuf,
+    /// Takes the demo's remote write.
+    remote_write: PrometheusServer,
     alertmanager: Alertmanager,
     loki: RecordingServer,
     otlp: OtlpSink,
-    /// `host:port` where the demo serves its metrics and Prometheus scrapes them.
-    scrape_endpoint: String,
 }
 
 impl Backends {
     /// Starts them all, or `None` when the servers are not installed and the test may skip.
     async fn start() -> Option<Self> {
-        let prometheus = prometheus_or_skip()?;
+        let prometheus_binary = prometheus_or_skip()?;
         let alertmanager = alertmanager_or_skip()?;
-        let scrape_endpoint = format!("127.0.0.1:{}", free_port());
+        let nothing_to_scrape = format!("127.0.0.1:{}", free_port());
         Some(Self {
-            prometheus: PrometheusServer::start(&prometheus, &scrape_endpoint).await,
+            remote_write: PrometheusServer::start(&prometheus_binary, nothing_to_scrape).await,
+            prometheus_binary,
             alertmanager: Alertmanager::start(&alertmanager).await,
             loki: RecordingServer::start(&[]).await,
             otlp: OtlpSink::grpc(),
-            scrape_endpoint,
         })
     }
 
-    fn demo_arguments(&self) -> Vec<String> {
-        [
+    /// The Prometheus that scrapes `target`, the demo's endpoint.
+    async fn scrape(&self, target: &str) -> PrometheusServer {
+        PrometheusServer::start(&self.prometheus_binary, target).await
+    }
+
+    /// The demo, its scrape endpoint on a free port, sending to every backend.
+    fn start_demo(&self) -> Opscope {
+        let arguments = [
             "--duration",
             DEMO_SECONDS,
             "--prometheus",
-            &self.scrape_endpoint,
+            "127.0.0.1:0",
             "--prometheus-remote-write",
-            &self.prometheus.remote_write_url(),
+            &self.remote_write.remote_write_url(),
             "--alertmanager",
             self.alertmanager.url(),
             "--loki",
@@ -76,8 +85,8 @@ impl Backends {
             "--otlp",
             &self.otlp.endpoint(),
         ]
-        .map(String::from)
-        .to_vec()
+        .map(String::from);
+        tokio::task::block_in_place(|| Opscope::start_demo(&arguments))
     }
 }
 
@@ -89,11 +98,12 @@ async fn the_status_write_loop_reaches_every_backend() {
     };
     let backends_ready = started.elapsed();
     // Killed on drop, before the backends; prints what it said if the test fails.
-    let _demo = Opscope::spawn_demo(&backends.demo_arguments());
+    let demo = backends.start_demo();
+    let prometheus = backends.scrape(&demo.address("exporters.prometheus")).await;
     let checks = async {
         alert_fires(&backends.alertmanager).await;
         let fired = started.elapsed();
-        series_are_scraped_and_written(&backends.prometheus).await;
+        series_are_scraped_and_written(&prometheus, &backends.remote_write).await;
         signal_span_links_to_the_reconciles(&backends.otlp).await;
         loki_has_the_signal_event(&backends.loki, &backends.otlp).await;
         fired
@@ -129,11 +139,12 @@ async fn alert_fires(alertmanager: &Alertmanager) {
 }
 
 /// (b) PromQL sees the loop and the reconciles both as scraped (`job="opscope"`, the
-/// scrape job) and as remote-written (no `job`: the agent's own series carry none).
-async fn series_are_scraped_and_written(prometheus: &PrometheusServer) {
-    for (path, job) in [
-        ("scrape", r#"job="opscope""#),
-        ("remote write", r#"job="""#),
+/// scrape job, in the Prometheus that scrapes the demo) and as remote-written (no
+/// `job`: the agent's own series carry none, in the one that takes the writes).
+async fn series_are_scraped_and_written(scraper: &PrometheusServer, written: &PrometheusServer) {
+    for (path, job, prometheus) in [
+        ("scrape", r#"job="opscope""#, scraper),
+        ("remote write", r#"job="""#, written),
     ] {
         let active =
             format!(r#"opscope_signal_active{{signal="reconcile_loop",name="train",{job}}}"#);

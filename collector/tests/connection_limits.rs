@@ -77,8 +77,9 @@ fn partial_http_bodies_stay_under_the_memory_limit() {
     const ANNOUNCED: usize = 20 * MIB as usize - 1024;
     const SENT: usize = 19 * MIB as usize;
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(&config(&ports, &sink, "", ""), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink, "", ""));
+    let ports = opscope.ports();
     let sampler = RssSampler::start(opscope.pid());
     let senders: Vec<_> = (0..CONNECTIONS)
         .map(|_| {
@@ -176,8 +177,9 @@ fn half_sent_grpc_streams_stay_under_the_memory_limit() {
     const SENT: usize = 3_900_000;
     const PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(&config(&ports, &sink, "", ""), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink, "", ""));
+    let ports = opscope.ports();
     let sampler = RssSampler::start(opscope.pid());
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let (advertised, opened, unavailable) = runtime.block_on(async {
@@ -265,9 +267,10 @@ fn half_sent_grpc_streams_stay_under_the_memory_limit() {
 fn slowloris_connections_are_closed_after_read_header_timeout() {
     const CONNECTIONS: usize = 50;
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let http = ", read_header_timeout: 1s";
-    let opscope = Opscope::start(&config(&ports, &sink, http, ""), &ports.health_addr());
+    let opscope = Opscope::start(&config(&ports, &sink, http, ""));
+    let ports = opscope.ports();
     let mut streams: Vec<TcpStream> = (0..CONNECTIONS)
         .map(|_| {
             let mut stream = TcpStream::connect(ports.http_addr()).expect("connect");
@@ -312,9 +315,10 @@ fn connections_beyond_max_connections_are_refused_while_health_and_metrics_answe
     const MAX: usize = 20;
     const BEYOND: usize = 30;
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let http = format!(", max_connections: {MAX}");
-    let opscope = Opscope::start(&config(&ports, &sink, &http, ""), &ports.health_addr());
+    let opscope = Opscope::start(&config(&ports, &sink, &http, ""));
+    let ports = opscope.ports();
     let connect = || TcpStream::connect(ports.http_addr()).expect("connect");
     let mut held: Vec<TcpStream> = (0..MAX).map(|_| connect()).collect();
     assert!(wait_until(Duration::from_secs(5), || {
@@ -374,12 +378,9 @@ fn at_the_descriptor_limit_health_and_metrics_still_answer() {
     const DESCRIPTORS: u64 = 512;
     const CONNECTIONS: usize = 600;
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start_with_descriptor_limit(
-        &config(&ports, &sink, "", ""),
-        &ports.health_addr(),
-        DESCRIPTORS,
-    );
+    let ports = Ports::ANY;
+    let opscope = Opscope::start_with_descriptor_limit(&config(&ports, &sink, "", ""), DESCRIPTORS);
+    let ports = opscope.ports();
     let held: Vec<TcpStream> = (0..CONNECTIONS)
         .filter_map(|_| TcpStream::connect(ports.http_addr()).ok())
         .collect();
@@ -409,8 +410,9 @@ fn at_the_descriptor_limit_health_and_metrics_still_answer() {
 #[test]
 fn shutdown_does_not_wait_for_a_stalled_request() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let mut opscope = Opscope::start(&config(&ports, &sink, "", ""), &ports.health_addr());
+    let ports = Ports::ANY;
+    let mut opscope = Opscope::start(&config(&ports, &sink, "", ""));
+    let ports = opscope.ports();
     let mut stream = TcpStream::connect(ports.http_addr()).expect("connect");
     stream
         .write_all(

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use common::Opscope;
-use opscope_testkit::backend::{free_port, http_client};
+use opscope_testkit::backend::http_client;
 use opscope_testkit::prometheus::{PrometheusServer, prometheus_or_skip, prometheus3_or_skip};
 use serde_json::Value;
 
@@ -484,11 +484,11 @@ fn print_table(server: &str, table: &QueryTable) {
 /// every dashboard query (those of panels that should show data until they do) and
 /// every rule's expression.
 async fn every_query_on(binary: &Path) -> QueryTable {
-    let scrape = format!("127.0.0.1:{}", free_port());
+    let arguments = ["--duration", "50", "--prometheus", "127.0.0.1:0"].map(String::from);
+    let demo = tokio::task::block_in_place(|| Opscope::start_demo(&arguments));
+    let scrape = demo.address("exporters.prometheus");
     let rules = vec![repo("deploy/prometheus/rules.yaml")];
     let prometheus = PrometheusServer::start_with_rules(binary, &scrape, &rules).await;
-    let _demo =
-        Opscope::spawn_demo(&["--duration", "50", "--prometheus", &scrape].map(String::from));
 
     // The three misbehaviours of the demo are firing.
     prometheus

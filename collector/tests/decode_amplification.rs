@@ -102,8 +102,9 @@ fn post_concurrently(ports: &Ports, body: &[u8]) -> Vec<(u16, String)> {
 #[test]
 fn many_empty_spans_are_refused_before_decoding_and_memory_stays_low() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(&config(&ports, &sink, "{}"), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink, "{}"));
+    let ports = opscope.ports();
     let body = empty_spans();
     let compressed = gzip(&body);
     assert!(compressed.len() < 8 * 1024, "{} bytes", compressed.len());
@@ -159,10 +160,11 @@ fn many_empty_spans_are_refused_before_decoding_and_memory_stays_low() {
 #[test]
 fn a_request_beyond_the_memory_limiters_room_is_refused_as_retryable() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     // A budget that lets 2 M spans through: the memory limiter must hold the line.
     let limits = "{ max_items: 10000000, max_decoded_size_mib: 4096 }";
-    let opscope = Opscope::start(&config(&ports, &sink, limits), &ports.health_addr());
+    let opscope = Opscope::start(&config(&ports, &sink, limits));
+    let ports = opscope.ports();
     let response = http_post(
         &ports.http_addr(),
         "/v1/traces",
@@ -208,8 +210,9 @@ fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
 #[test]
 fn trace_and_span_ids_of_the_wrong_length_are_refused_by_path() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(&config(&ports, &sink, "{}"), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink, "{}"));
+    let ports = opscope.ports();
     let runtime = Runtime::new().expect("client runtime");
     let mut client = runtime
         .block_on(TraceServiceClient::connect(ports.grpc_url()))

@@ -74,11 +74,9 @@ impl Client {
 fn a_blocked_downstream_makes_receivers_refuse_and_nothing_accepted_is_lost() {
     let sink = OtlpSink::grpc();
     sink.set_behaviour(Behaviour::Hold);
-    let ports = Ports::free();
-    let opscope = Opscope::start(
-        &ports.config("otlp/sink", &exporter(&sink, 1)),
-        &ports.health_addr(),
-    );
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter(&sink, 1)));
+    let ports = opscope.ports();
     let mut client = Client::connect(&ports);
 
     let (accepted, refusal) = client.send_until_refused(2000);
@@ -143,11 +141,9 @@ fn unavailable_downstream_is_retried_until_everything_is_delivered() {
         code: Code::Unavailable,
         times: 3,
     });
-    let ports = Ports::free();
-    let opscope = Opscope::start(
-        &ports.config("otlp/sink", &exporter(&sink, 10)),
-        &ports.health_addr(),
-    );
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter(&sink, 10)));
+    let ports = opscope.ports();
     let mut client = Client::connect(&ports);
     for request in 0..5 {
         client
@@ -176,11 +172,9 @@ fn invalid_argument_is_dropped_and_counted_then_delivery_resumes() {
         code: Code::InvalidArgument,
         times: 1,
     });
-    let ports = Ports::free();
-    let opscope = Opscope::start(
-        &ports.config("otlp/sink", &exporter(&sink, 10)),
-        &ports.health_addr(),
-    );
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter(&sink, 10)));
+    let ports = opscope.ports();
     let mut client = Client::connect(&ports);
     client.export(spans(0, 7)).expect("accepted");
     let dropped = opscope.wait_for_metric(
@@ -205,11 +199,9 @@ fn invalid_argument_is_dropped_and_counted_then_delivery_resumes() {
 fn sigterm_delivers_queued_data_before_exiting() {
     let sink = OtlpSink::grpc();
     sink.set_behaviour(Behaviour::Hold);
-    let ports = Ports::free();
-    let mut opscope = Opscope::start(
-        &ports.config("otlp/sink", &exporter(&sink, 10)),
-        &ports.health_addr(),
-    );
+    let ports = Ports::ANY;
+    let mut opscope = Opscope::start(&ports.config("otlp/sink", &exporter(&sink, 10)));
+    let ports = opscope.ports();
     let mut client = Client::connect(&ports);
     for request in 0..4 {
         client
@@ -238,11 +230,12 @@ fn shutdown_timeout_bounds_the_wait_for_an_unreachable_downstream() {
         code: Code::Unavailable,
         times: usize::MAX,
     });
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = ports
         .config("otlp/sink", &exporter(&sink, 10))
         .replace("shutdown_timeout: 10s", "shutdown_timeout: 1s");
-    let mut opscope = Opscope::start(&config, &ports.health_addr());
+    let mut opscope = Opscope::start(&config);
+    let ports = opscope.ports();
     let mut client = Client::connect(&ports);
     client.export(spans(0, 5)).expect("accepted");
     std::thread::sleep(Duration::from_millis(300));
@@ -296,8 +289,9 @@ fn large_request(bytes: usize) -> ExportTraceServiceRequest {
 #[test]
 fn over_size_requests_are_refused_with_resource_exhausted_and_413() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(&limits_config(&ports, &sink), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&limits_config(&ports, &sink));
+    let ports = opscope.ports();
     let mut client = Client::connect(&ports);
 
     let status = client
@@ -338,11 +332,9 @@ fn over_size_requests_are_refused_with_resource_exhausted_and_413() {
 #[test]
 fn undecodable_and_unsupported_requests_get_clear_answers() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let _opscope = Opscope::start(
-        &ports.config("otlp/sink", &exporter(&sink, 10)),
-        &ports.health_addr(),
-    );
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter(&sink, 10)));
+    let ports = opscope.ports();
     let addr = ports.http_addr();
 
     let response = http_post(
@@ -396,11 +388,9 @@ struct NotAnExportRequest {
 #[test]
 fn undecodable_grpc_requests_are_invalid_argument_and_counted() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(
-        &ports.config("otlp/sink", &exporter(&sink, 10)),
-        &ports.health_addr(),
-    );
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter(&sink, 10)));
+    let ports = opscope.ports();
     let runtime = Runtime::new().expect("client runtime");
     let status = runtime.block_on(async {
         let channel = Channel::from_shared(ports.grpc_url())
@@ -464,10 +454,11 @@ fn gauge_per_pod(pods: usize) -> ExportMetricsServiceRequest {
 
 #[test]
 fn series_beyond_max_series_are_counted_as_refused_not_sent() {
-    let ports = Ports::free();
-    let endpoint = format!("127.0.0.1:{}", common::free_port());
-    let exporter = format!("{{ endpoint: {endpoint}, max_series: 5 }}");
-    let opscope = Opscope::start(&ports.config("prometheus", &exporter), &ports.health_addr());
+    let ports = Ports::ANY;
+    let exporter = "{ endpoint: 127.0.0.1:0, max_series: 5 }";
+    let opscope = Opscope::start(&ports.config("prometheus", exporter));
+    let ports = opscope.ports();
+    let endpoint = opscope.address("exporters.prometheus");
     let answer = http_post(
         &ports.http_addr(),
         "/v1/metrics",

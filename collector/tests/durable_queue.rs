@@ -122,9 +122,10 @@ fn assert_all_arrived(sink: &OtlpSink, acknowledged: &[usize]) -> usize {
 fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
     let sink = backend_down();
     let storage = tempfile::tempdir().expect("queue dir");
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = config(&ports, &sink, storage.path(), "");
-    let mut opscope = Opscope::start(&config, &ports.health_addr());
+    let mut opscope = Opscope::start(&config);
+    let ports = opscope.ports();
 
     // Load from four client threads; the agent is killed in the middle of it.
     let stop = Arc::new(AtomicBool::new(false));
@@ -153,7 +154,8 @@ fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
     );
 
     sink.release();
-    let restarted = Opscope::start(&config, &ports.health_addr());
+    let restarted = Opscope::start(&config);
+    let ports = restarted.ports();
     let duplicates = assert_all_arrived(&sink, &acknowledged);
     // At least once: a batch in flight when the agent died may come twice.
     report(
@@ -176,9 +178,10 @@ fn acknowledged_spans_survive_kill_9_while_the_backend_is_down() {
 fn sigterm_keeps_the_undelivered_on_disk_and_a_torn_tail_is_cut_off_at_the_next_start() {
     let sink = backend_down();
     let storage = tempfile::tempdir().expect("queue dir");
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = config(&ports, &sink, storage.path(), "");
-    let mut opscope = Opscope::start(&config, &ports.health_addr());
+    let mut opscope = Opscope::start(&config);
+    let ports = opscope.ports();
     let acknowledged = send_until_failure(&ports, 0, 20, &AtomicBool::new(false));
     assert_eq!(acknowledged.len(), 20, "{}", opscope.logs());
 
@@ -201,7 +204,8 @@ fn sigterm_keeps_the_undelivered_on_disk_and_a_torn_tail_is_cut_off_at_the_next_
     std::fs::write(&segment, bytes).expect("tear the segment");
 
     sink.release();
-    let restarted = Opscope::start(&config, &ports.health_addr());
+    let restarted = Opscope::start(&config);
+    let ports = restarted.ports();
     let duplicates = assert_all_arrived(&sink, &acknowledged);
     assert_eq!(duplicates, 0, "nothing was in flight at the clean stop");
     report(
@@ -229,9 +233,10 @@ fn sigterm_keeps_the_undelivered_on_disk_and_a_torn_tail_is_cut_off_at_the_next_
 fn a_full_durable_queue_refuses_with_a_retryable_answer_and_keeps_what_it_took() {
     let sink = backend_down();
     let storage = tempfile::tempdir().expect("queue dir");
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = config(&ports, &sink, storage.path(), ", queue_size: 4");
-    let mut opscope = Opscope::start(&config, &ports.health_addr());
+    let mut opscope = Opscope::start(&config);
+    let ports = opscope.ports();
 
     let acknowledged = send_until_failure(&ports, 0, 1000, &AtomicBool::new(false));
     assert!(!acknowledged.is_empty());
@@ -263,7 +268,7 @@ fn a_full_durable_queue_refuses_with_a_retryable_answer_and_keeps_what_it_took()
 
     opscope.kill();
     sink.release();
-    let _restarted = Opscope::start(&config, &ports.health_addr());
+    let _restarted = Opscope::start(&config);
     let duplicates = assert_all_arrived(&sink, &acknowledged);
     report(
         "full_durable_queue",
@@ -312,9 +317,10 @@ fn a_full_disk_refuses_new_data_and_keeps_what_it_took() {
         return;
     };
     let sink = backend_down();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = config(&ports, &sink, disk.dir.path(), ", segment_size_mib: 1");
-    let opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
 
     // Requests of about 40 KiB: the 1 MiB disk fills after a few dozen.
     let runtime = Runtime::new().expect("client runtime");

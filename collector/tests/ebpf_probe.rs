@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use common::{Opscope, OtlpSink, Ports, free_port};
+use common::{Opscope, OtlpSink, Ports, free_port, own_loopback_block};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{ResourceMetrics, metric::Data, number_data_point};
 use opscope_testkit::pod_cgroup::{CgroupLayout, PodCgroup, is_root, kernel_probe_unavailable};
@@ -167,7 +167,7 @@ impl Drop for Node {
 /// takes OTLP all the same, and `opscope_receiver_unavailable_total` counts the reason.
 fn a_probe_that_cannot_run_is_said_and_counted_and_the_agent_runs_on() {
     let not_cgroups = tempfile::tempdir().expect("a temp dir");
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
@@ -191,7 +191,8 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let agent = Opscope::start(&config, &ports.health_addr());
+    let agent = Opscope::start(&config);
+    let ports = agent.ports();
     let logs = agent.logs();
     assert!(
         logs.contains("the kernel probe is not running: cgroups:")
@@ -245,7 +246,7 @@ fn a_pod_sending_100_calls_a_second_storms_and_one_sending_5_does_not(layout: &C
             });
         }
     });
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
@@ -275,7 +276,8 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let agent = Opscope::start(&config, &ports.health_addr());
+    let agent = Opscope::start(&config);
+    let ports = agent.ports();
     let send = |pod: usize, rate: u64| {
         Command::new(std::env::current_exe().expect("this test binary"))
             .env(
@@ -333,14 +335,16 @@ struct Done {
 
 fn counts_match_the_workload(layout: &CgroupLayout) {
     let node = Node::new(layout, &[&PROBED]);
-    let api_server = free_port();
+    // The workload listens there, stops and listens again: an address of the test's
+    // own keeps the port its alone meanwhile.
+    let api_server = format!("{}.1:{}", own_loopback_block(), free_port());
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
   ebpf:
-    api_servers: ["127.0.0.1:{api_server}"]
+    api_servers: ["{api_server}"]
     namespaces: ["*-system"]
     interval: 1s
     cgroup_root: {root}
@@ -363,7 +367,7 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let agent = Opscope::start(&config, &ports.health_addr());
+    let agent = Opscope::start(&config);
     assert!(
         agent.logs().contains("kernel probe attached"),
         "the probe did not attach:\n{}",
@@ -478,16 +482,16 @@ fn parse_done(stdout: &str) -> Done {
 }
 
 /// The workload, which first moves itself into its pod's cgroup:
-/// * `counts|<cgroup.procs>|<port>|<tmpfs>` does what it reports on stdout, one
+/// * `counts|<cgroup.procs>|<host:port>|<tmpfs>` does what it reports on stdout, one
 ///   `key=value` a line;
 /// * `sends|<cgroup.procs>|<port>|<calls a second>|<seconds>` sends to the port at
 ///   that rate, as an operator's client does to the API server.
 fn workload(plan: &str) -> ExitCode {
     let parts: Vec<&str> = plan.split('|').collect();
     match parts.as_slice() {
-        ["counts", procs, port, tmpfs] => {
+        ["counts", procs, address, tmpfs] => {
             join_cgroup(procs);
-            count_workload(&format!("127.0.0.1:{port}"), tmpfs)
+            count_workload(address, tmpfs)
         }
         ["sends", procs, port, rate, seconds] => {
             join_cgroup(procs);

@@ -179,17 +179,15 @@ fn every_fault_of_the_backend_is_retried_and_every_span_arrives_once() {
         Fault::Hang,
         Fault::Status(503, None),
     ]);
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let exporter = format!(
         "{{ endpoint: http://{}, timeout: 500ms, compression: gzip, \
          sending_queue: {{ num_consumers: 1 }}, \
          retry_on_failure: {{ initial_interval: 20ms, max_interval: 100ms, max_elapsed_time: 20s }} }}",
         backend.addr
     );
-    let opscope = Opscope::start(
-        &ports.config("otlphttp/flaky", &exporter),
-        &ports.health_addr(),
-    );
+    let opscope = Opscope::start(&ports.config("otlphttp/flaky", &exporter));
+    let ports = opscope.ports();
     let client = Runtime::new().expect("client runtime");
     client.block_on(async {
         use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
@@ -293,20 +291,18 @@ fn fifteen_megabytes() -> ExportTraceServiceRequest {
 /// sink; `settings` are the first agent's exporter settings. Returns the agent's logs.
 fn through_a_4_mib_next_hop(test: &str, settings: &str) -> String {
     let sink = OtlpSink::grpc();
-    let next = Ports::free();
     // Sends of a debug build on a busy machine can take seconds: a timeout would send
     // again what was taken, and duplicates are not what is under test.
     let next_exporter = format!("{{ endpoint: {}, timeout: 60s }}", sink.endpoint());
-    let _next_hop = Opscope::start(
-        &next.config("otlp/sink", &next_exporter),
-        &next.health_addr(),
-    );
-    let ports = Ports::free();
+    let next_hop = Opscope::start(&Ports::ANY.config("otlp/sink", &next_exporter));
+    let next = next_hop.ports();
+    let ports = Ports::ANY;
     let exporter = format!(
         "{{ endpoint: {}, timeout: 60s, {settings} }}",
         next.grpc_url()
     );
-    let opscope = Opscope::start(&ports.config("otlp/next", &exporter), &ports.health_addr());
+    let opscope = Opscope::start(&ports.config("otlp/next", &exporter));
+    let ports = opscope.ports();
 
     let request = fifteen_megabytes();
     let body = request.encode_to_vec();

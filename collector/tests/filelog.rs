@@ -138,6 +138,7 @@ impl Running {
             telemetry: Arc::clone(telemetry),
             shutdown: shutdown.clone(),
             readiness: Readiness::default(),
+            listening: Default::default(),
         };
         let mut tasks = JoinSet::new();
         filelog::start(config, context, &mut tasks)
@@ -619,6 +620,7 @@ async fn a_damaged_checkpoint_fails_the_start_with_its_path() {
         telemetry: Arc::new(SelfTelemetry::new()),
         shutdown: CancellationToken::new(),
         readiness: Readiness::default(),
+        listening: Default::default(),
     };
     let Err(err) = filelog::start(&config, context, &mut JoinSet::new()).await else {
         panic!("a damaged checkpoint must fail the start");

@@ -141,8 +141,9 @@ fn a_fifo_named_like_a_rotated_sibling_of_a_truncated_file_stops_nothing() {
     append(&truncated, &lines("before-truncation", 3));
     append(&other, &lines("other-before", 3));
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let mut agent = Opscope::start(&node.config(&ports, &sink, "50ms"), &ports.health_addr());
+    let ports = Ports::ANY;
+    let mut agent = Opscope::start(&node.config(&ports, &sink, "50ms"));
+    let ports = agent.ports();
     let before: Vec<String> = [lines("before-truncation", 3), lines("other-before", 3)].concat();
     assert_eq!(wait_for_bodies(&sink, &before), before.len());
 
@@ -184,16 +185,17 @@ fn a_fifo_in_place_of_a_checkpointed_file_stops_nothing_after_a_restart() {
     append(&replaced, &lines("replaced-before", 3));
     append(&other, &lines("other-before", 3));
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = node.config(&ports, &sink, "50ms");
-    let mut agent = Opscope::start(&config, &ports.health_addr());
+    let mut agent = Opscope::start(&config);
     let before = [lines("replaced-before", 3), lines("other-before", 3)].concat();
     assert_eq!(wait_for_bodies(&sink, &before), before.len());
     stop(&mut agent);
 
     std::fs::remove_file(&replaced).expect("remove");
     mkfifo(&replaced);
-    let mut agent = Opscope::start(&config, &ports.health_addr());
+    let mut agent = Opscope::start(&config);
+    let ports = agent.ports();
     let after = lines("other-after", 50);
     append(&other, &after);
     let read = wait_for_bodies(&sink, &after);
@@ -227,8 +229,8 @@ fn files_created_and_renamed_within_a_poll_interval_are_read() {
     let marker = node.container("marker").join("0.log");
     append(&marker, &lines("marker", 1));
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let mut agent = Opscope::start(&node.config(&ports, &sink, "500ms"), &ports.health_addr());
+    let ports = Ports::ANY;
+    let mut agent = Opscope::start(&node.config(&ports, &sink, "500ms"));
     assert_eq!(wait_for_bodies(&sink, &lines("marker", 1)), 1);
 
     let mut written = Vec::new();

@@ -13,7 +13,9 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::audit::{deletion_by_person, event_list, rfc3339};
-use common::{Opscope, OtlpSink, Ports, RssSampler, free_port, http_post, wait_until};
+use common::{
+    Opscope, OtlpSink, Ports, RssSampler, free_port, http_post, own_loopback_block, wait_until,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -43,12 +45,16 @@ fn node_of(pod: &str) -> usize {
 }
 
 /// A process with OTLP/gRPC and audit webhook ports, and the sink its signals go to.
+/// Its listeners take free ports, but for a gateway's OTLP/gRPC receiver, which the
+/// configs of every process name before any starts: that one listens on a loopback
+/// address no other test uses (see [`gateway_hosts`]).
 struct Process {
-    /// Where its OTLP/gRPC receiver listens: 127.0.0.1, or a loopback address of its
-    /// own for a gateway found by name.
+    /// Where its OTLP/gRPC receiver listens: 127.0.0.1, or a gateway's address.
     host: String,
+    /// The ports asked for (0 but a gateway's OTLP/gRPC), then the ports bound.
     ports: Ports,
-    audit: u16,
+    /// The audit webhook's `host:port`, once started.
+    audit: String,
     signals: OtlpSink,
     opscope: Option<Opscope>,
 }
@@ -57,8 +63,8 @@ impl Process {
     fn new() -> Self {
         Self {
             host: "127.0.0.1".into(),
-            ports: Ports::free(),
-            audit: free_port(),
+            ports: Ports::ANY,
+            audit: String::new(),
             signals: OtlpSink::grpc(),
             opscope: None,
         }
@@ -73,13 +79,24 @@ impl Process {
     }
 
     /// Starts it on `config`; with `hosts`, in a mount namespace of its own where
-    /// that file is `/etc/hosts`.
+    /// that file is `/etc/hosts`. An error carries what it printed.
+    fn try_start(&mut self, config: &str, hosts: Option<&Path>) -> Result<(), String> {
+        let opscope = match hosts {
+            Some(hosts) => Opscope::try_start_with_hosts(config, hosts)?,
+            None => Opscope::try_start(config)?,
+        };
+        self.ports = opscope.ports();
+        if config.contains("k8s_audit:") {
+            self.audit = opscope.address("receivers.k8s_audit");
+        }
+        self.opscope = Some(opscope);
+        Ok(())
+    }
+
     fn start(&mut self, config: &str, hosts: Option<&Path>) {
-        let health = self.ports.health_addr();
-        self.opscope = Some(match hosts {
-            Some(hosts) => Opscope::start_with_hosts(config, &health, hosts),
-            None => Opscope::start(config, &health),
-        });
+        if let Err(why) = self.try_start(config, hosts) {
+            panic!("opscope did not start: {why}");
+        }
     }
 
     fn address(&self) -> String {
@@ -87,8 +104,18 @@ impl Process {
     }
 
     fn webhook(&self) -> String {
-        format!("127.0.0.1:{}", self.audit)
+        self.audit.clone()
     }
+}
+
+/// The loopback addresses of `count` gateways, in a block of the tier's own, and the
+/// one port they share.
+fn gateway_hosts(count: usize) -> (Vec<String>, u16) {
+    let block = own_loopback_block();
+    let hosts = (0..count)
+        .map(|index| format!("{block}.{}", 11 + index))
+        .collect();
+    (hosts, free_port())
 }
 
 /// The common end of every config: health check and self-telemetry on loopback.
@@ -181,7 +208,7 @@ fn gateway_config(gateway: &Process, gateways: &Membership, journal: Option<&Pat
     format!(
         r#"receivers:
   otlp: {{ protocols: {{ grpc: {{ endpoint: "{grpc}" }} }} }}
-  k8s_audit: {{ endpoint: 127.0.0.1:{audit} }}
+  k8s_audit: {{ endpoint: 127.0.0.1:0 }}
 processors:
   operator_tagger: {{}}
   correlator: {correlator}
@@ -196,7 +223,6 @@ exporters:
     signals: {{ exporters: [otlp/signals] }}
 {telemetry}"#,
         grpc = gateway.address(),
-        audit = gateway.audit,
         signals = gateway.signals.endpoint(),
         routing = routing(gateways),
         end = service_end(&gateway.ports),
@@ -209,7 +235,7 @@ fn single_process_config(process: &Process) -> String {
     format!(
         r#"receivers:
   otlp: {{ protocols: {{ grpc: {{ endpoint: 127.0.0.1:{grpc} }} }} }}
-  k8s_audit: {{ endpoint: 127.0.0.1:{audit} }}
+  k8s_audit: {{ endpoint: 127.0.0.1:0 }}
 processors:
   operator_tagger: {{}}
   correlator: {CORRELATOR}
@@ -222,7 +248,6 @@ exporters:
     signals: {{ exporters: [otlp/signals] }}
 {telemetry}"#,
         grpc = process.ports.grpc,
-        audit = process.audit,
         signals = process.signals.endpoint(),
         end = service_end(&process.ports),
         telemetry = telemetry(&process.ports),
@@ -390,7 +415,8 @@ struct Tier {
 impl Tier {
     /// Gateways listed in the agents' config, with journals or without.
     fn start(journaled: bool) -> Self {
-        let gateways: Vec<Process> = (0..3).map(|_| Process::new()).collect();
+        let (hosts, port) = gateway_hosts(3);
+        let gateways: Vec<Process> = hosts.iter().map(|host| Process::at(host, port)).collect();
         let membership = Membership::Static(gateways.iter().map(Process::address).collect());
         let files = journaled.then(|| tempfile::tempdir().expect("journal directory"));
         Self::start_with(gateways, membership, None, files)
@@ -407,9 +433,9 @@ impl Tier {
             eprintln!("skipped: unshare --mount cannot bind-mount a hosts file here (run as root)");
             return None;
         }
-        let port = free_port();
-        let gateways: Vec<Process> = (0..3)
-            .map(|index| Process::at(&format!("127.0.0.{}", 11 + index), port))
+        let (addresses, port) = gateway_hosts(3);
+        let gateways: Vec<Process> = (addresses.iter())
+            .map(|host| Process::at(host, port))
             .collect();
         let membership = Membership::Dns {
             hostname: GATEWAYS_NAME.into(),
@@ -517,8 +543,10 @@ impl Tier {
             panic!("gateways are added to a name");
         };
         let index = self.gateways.len();
-        self.gateways
-            .push(Process::at(&format!("127.0.0.{}", 11 + index), port));
+        // The next address of the tier's block.
+        let (block, _) = (self.gateways[0].host.rsplit_once('.')).expect("an IPv4 address");
+        let host = format!("{block}.{}", 11 + index);
+        self.gateways.push(Process::at(&host, port));
         self.start_gateway(index);
         index
     }
@@ -562,21 +590,18 @@ impl Tier {
     }
 
     /// `kill -9` of gateway `index`, and the same gateway started again `down` later.
-    /// Started up to three times: while it was down, another test of this binary may
-    /// have taken one of its loopback ports for a moment.
+    /// Started up to three times: while it was down, an outgoing connection may have
+    /// taken its port for a moment (its address is the tier's own).
     fn kill_and_restart(&mut self, index: usize, down: Duration) {
         if let Some(mut opscope) = self.gateways[index].opscope.take() {
             opscope.kill();
         }
         thread::sleep(down);
         let config = self.config_of_gateway(index);
-        let health = self.gateways[index].ports.health_addr();
+        let hosts = self.hosts.clone();
         for attempt in 1..=3 {
-            match Opscope::try_start(&config, &health) {
-                Ok(opscope) => {
-                    self.gateways[index].opscope = Some(opscope);
-                    return;
-                }
+            match self.gateways[index].try_start(&config, hosts.as_deref()) {
+                Ok(()) => return,
                 Err(why) if attempt < 3 => {
                     eprintln!("gateway {index} did not start again, attempt {attempt}: {why}");
                     thread::sleep(Duration::from_millis(200));

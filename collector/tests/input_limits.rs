@@ -65,8 +65,9 @@ fn too_many() -> Vec<KeyValue> {
 #[test]
 fn requests_over_the_limits_are_refused_with_the_offending_path() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(&config(&ports, &sink), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink));
+    let ports = opscope.ports();
     let runtime = Runtime::new().expect("client runtime");
     let mut client = runtime
         .block_on(TraceServiceClient::connect(ports.grpc_url()))

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::audit::{deletion_by_person, event_list, rfc3339};
-use common::{Behaviour, Opscope, OtlpSink, Ports, free_port, http_get, http_post, wait_until};
+use common::{Behaviour, Opscope, OtlpSink, Ports, http_get, http_post, wait_until};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
@@ -40,13 +40,12 @@ fn start(sink: &OtlpSink, processors: &str, max_body: usize) -> Agent {
 
 /// An agent whose `k8s_audit` receiver has `settings` (YAML lines) besides its endpoint.
 fn start_with(sink: &OtlpSink, processors: &str, settings: &str) -> Agent {
-    let ports = Ports::free();
-    let audit = format!("127.0.0.1:{}", free_port());
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
   k8s_audit:
-    endpoint: {audit}
+    endpoint: 127.0.0.1:0
     {settings}
 processors:
   operator_tagger: {{}}
@@ -69,7 +68,9 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
+    let audit = opscope.address("receivers.k8s_audit");
     Agent {
         opscope,
         ports,

@@ -8,7 +8,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{Behaviour, Opscope, OtlpSink, Ports, free_port, http_post, wait_until};
+use common::{Behaviour, Opscope, OtlpSink, Ports, http_post, wait_until};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -163,8 +163,9 @@ fn assert_routed_by_object(gateways: &[&OtlpSink]) {
 fn each_objects_spans_reach_one_gateway_once() {
     let gateways = [OtlpSink::grpc(), OtlpSink::grpc()];
     let refs: Vec<&OtlpSink> = gateways.iter().collect();
-    let ports = Ports::free();
-    let _agent = Opscope::start(&agent_config(&ports, &refs), &ports.health_addr());
+    let ports = Ports::ANY;
+    let agent = Opscope::start(&agent_config(&ports, &refs));
+    let ports = agent.ports();
     send_all(&ports);
     assert_routed_by_object(&refs);
 }
@@ -177,8 +178,9 @@ fn a_gateway_that_refuses_for_a_while_gets_its_part_again_and_the_other_no_copy(
         times: 3,
     });
     let refs: Vec<&OtlpSink> = gateways.iter().collect();
-    let ports = Ports::free();
-    let _agent = Opscope::start(&agent_config(&ports, &refs), &ports.health_addr());
+    let ports = Ports::ANY;
+    let agent = Opscope::start(&agent_config(&ports, &refs));
+    let ports = agent.ports();
     send_all(&ports);
     assert_routed_by_object(&refs);
     assert!(gateways[1].attempts() > gateways[1].received().traces.len());
@@ -187,15 +189,13 @@ fn a_gateway_that_refuses_for_a_while_gets_its_part_again_and_the_other_no_copy(
 #[test]
 fn the_dns_resolver_finds_the_gateways_of_a_name() {
     let gateway = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let resolver = format!(
         "dns: {{ hostname: 127.0.0.1, port: {}, interval: 1s, timeout: 1s }}",
         gateway.addr().port()
     );
-    let _agent = Opscope::start(
-        &config_with_resolver(&ports, &resolver),
-        &ports.health_addr(),
-    );
+    let agent = Opscope::start(&config_with_resolver(&ports, &resolver));
+    let ports = agent.ports();
     send_all(&ports);
     assert_routed_by_object(&[&gateway]);
 }
@@ -235,15 +235,14 @@ fn audit_events_reach_the_gateway_that_owns_their_object() {
         .iter()
         .map(|gateway| format!("\"{}\"", gateway.addr()))
         .collect();
-    let ports = Ports::free();
-    let audit = format!("127.0.0.1:{}", free_port());
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
   otlp:
     protocols:
       grpc: {{ endpoint: 127.0.0.1:{grpc} }}
-  k8s_audit: {{ endpoint: {audit} }}
+  k8s_audit: {{ endpoint: 127.0.0.1:0 }}
 processors:
   operator_tagger: {{}}
 exporters:
@@ -267,7 +266,9 @@ service:
         metrics = ports.metrics,
         hostnames = hostnames.join(", "),
     );
-    let _agent = Opscope::start(&config, &ports.health_addr());
+    let agent = Opscope::start(&config);
+    let ports = agent.ports();
+    let audit = agent.address("receivers.k8s_audit");
     let items: Vec<serde_json::Value> = (0..OBJECTS).map(status_write).collect();
     let list = serde_json::json!({"kind": "EventList", "apiVersion": "audit.k8s.io/v1",
         "metadata": {}, "items": items});

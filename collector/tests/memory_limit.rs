@@ -66,8 +66,9 @@ struct Load {
 fn over_the_soft_limit_receivers_refuse_and_nothing_accepted_is_lost() {
     let sink = OtlpSink::grpc();
     sink.set_behaviour(Behaviour::Hold);
-    let ports = Ports::free();
-    let opscope = Opscope::start(&config(&ports, &sink), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink));
+    let ports = opscope.ports();
     let idle = resident_bytes(opscope.pid());
     let runtime = Runtime::new().expect("client runtime");
     let mut client: TraceServiceClient<Channel> = runtime
@@ -202,12 +203,13 @@ fn after_a_burst_the_idle_agent_returns_its_memory() {
     /// runtime's and the allocator's own structures grow a little with use.
     const KEPT_MIB: u64 = 40;
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let exporter = format!(
         "{{ endpoint: {}, compression: none, sending_queue: {{ queue_size: 1000, num_consumers: 4 }} }}",
         sink.endpoint()
     );
-    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter), &ports.health_addr());
+    let opscope = Opscope::start(&ports.config("otlp/sink", &exporter));
+    let ports = opscope.ports();
     std::thread::sleep(Duration::from_millis(500));
     let before = resident_bytes(opscope.pid());
 

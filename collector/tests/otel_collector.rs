@@ -18,7 +18,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Opscope, OtlpSink, Ports, Received, free_port, http_get};
+use common::{Opscope, OtlpSink, Ports, Received, http_get};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -78,8 +78,7 @@ async fn the_collector_as_node_agent_forwards_to_opscope_which_correlates() {
         &lines,
     );
 
-    let ports = Ports::free();
-    let signals = format!("127.0.0.1:{}", free_port());
+    let ports = Ports::ANY;
     let sink = OtlpSink::grpc();
     let agent_config = format!(
         r#"
@@ -94,7 +93,7 @@ processors:
   batch: {{ timeout: 100ms }}
 exporters:
   otlp/sink: {{ endpoint: "{sink}", tls: {{ insecure: true }} }}
-  prometheus: {{ endpoint: "{signals}" }}
+  prometheus: {{ endpoint: "127.0.0.1:0" }}
 extensions:
   health_check: {{ endpoint: 127.0.0.1:{health} }}
 service:
@@ -112,7 +111,9 @@ service:
         metrics = ports.metrics,
         sink = sink.endpoint(),
     );
-    let agent = Opscope::start(&agent_config, &ports.health_addr());
+    let agent = Opscope::start(&agent_config);
+    let ports = agent.ports();
+    let signals = agent.address("exporters.prometheus");
 
     let collector_otlp = loopback_endpoint();
     let collector_config = format!(
@@ -264,7 +265,7 @@ service:
     );
     let collector = OtelCollector::start(&binary, &collector_config).await;
 
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let agent_config = format!(
         r#"
 receivers:
@@ -292,7 +293,8 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let _agent = Opscope::start(&agent_config, &ports.health_addr());
+    let agent = Opscope::start(&agent_config);
+    let ports = agent.ports();
 
     const SPANS: usize = 300;
     const LOG_RECORDS: usize = 200;

@@ -184,7 +184,7 @@ fn a_controller_runtime_page_arrives_as_otlp_metrics_and_a_dead_target_as_up_0()
     let endpoint = MetricsEndpoint::start();
     let dead = format!("127.0.0.1:{}", free_port());
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
@@ -213,7 +213,8 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
     let live = endpoint.addr.to_string();
     let scraped_both = |received: &common::Received| {
         [&live, &dead].iter().all(|target| {
@@ -335,7 +336,7 @@ fn a_growing_workqueue_and_409s_from_a_targets_file_fire_resource_leak_and_write
     let targets = dir.path().join("targets.yaml");
     std::fs::write(&targets, "# no operator pods yet\n").expect("write targets");
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
@@ -365,7 +366,8 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(endpoint.scrapes(), 0, "no target listed yet");
 

@@ -59,46 +59,51 @@ fn repo(path: &str) -> PathBuf {
 struct Servers {
     jaeger: Jaeger,
     logs: VictoriaLogs,
-    /// Scrapes the demo and evaluates the rules.
-    prometheus: PrometheusServer,
+    /// Prometheus 3, which scrapes the demo once it runs ([`Servers::scrape`]) and
+    /// evaluates the rules.
+    prometheus_binary: PathBuf,
     /// Takes the demo's remote write: a store of its own, as in a cluster that does
     /// one or the other (remote-written series have no staleness, so they would keep
     /// the rules' alerts firing for the lookback's 5 minutes after the demo stops).
     remote_write: PrometheusServer,
     alertmanager: Alertmanager,
-    scrape_endpoint: String,
 }
 
 impl Servers {
     async fn start() -> Option<Self> {
         let jaeger = jaeger_or_skip()?;
         let logs = victorialogs_or_skip()?;
-        let prometheus = prometheus3_or_skip()?;
+        let prometheus_binary = prometheus3_or_skip()?;
         let alertmanager = alertmanager_built_or_skip()?;
         let alertmanager = Alertmanager::start(&alertmanager).await;
-        let scrape_endpoint = format!("127.0.0.1:{}", free_port());
-        let options = PrometheusOptions {
-            rule_files: vec![repo("deploy/prometheus/rules.yaml")],
-            alertmanager: Some(alertmanager.host_port().to_string()),
-            otlp_receiver: false,
-        };
         let nothing_to_scrape = format!("127.0.0.1:{}", free_port());
         Some(Self {
             jaeger: Jaeger::start(&jaeger).await,
             logs: VictoriaLogs::start(&logs).await,
-            prometheus: PrometheusServer::start_with(&prometheus, &scrape_endpoint, &options).await,
-            remote_write: PrometheusServer::start(&prometheus, nothing_to_scrape).await,
+            remote_write: PrometheusServer::start(&prometheus_binary, nothing_to_scrape).await,
+            prometheus_binary,
             alertmanager,
-            scrape_endpoint,
         })
     }
 
-    fn demo_arguments(&self) -> Vec<String> {
-        [
+    /// The Prometheus that scrapes `target` (the demo's endpoint), evaluates the
+    /// alerting rules and sends their alerts to the Alertmanager.
+    async fn scrape(&self, target: &str) -> PrometheusServer {
+        let options = PrometheusOptions {
+            rule_files: vec![repo("deploy/prometheus/rules.yaml")],
+            alertmanager: Some(self.alertmanager.host_port().to_string()),
+            otlp_receiver: false,
+        };
+        PrometheusServer::start_with(&self.prometheus_binary, target, &options).await
+    }
+
+    /// The demo, its scrape endpoint on a free port, sending to every server.
+    fn start_demo(&self) -> Opscope {
+        let arguments = [
             "--duration",
             DEMO_SECONDS,
             "--prometheus",
-            &self.scrape_endpoint,
+            "127.0.0.1:0",
             "--prometheus-remote-write",
             &self.remote_write.remote_write_url(),
             "--alertmanager",
@@ -108,8 +113,8 @@ impl Servers {
             "--otlp",
             self.jaeger.otlp_grpc_endpoint(),
         ]
-        .map(String::from)
-        .to_vec()
+        .map(String::from);
+        tokio::task::block_in_place(|| Opscope::start_demo(&arguments))
     }
 }
 
@@ -119,16 +124,17 @@ async fn the_status_write_loop_reaches_the_real_servers() {
     let Some(servers) = Servers::start().await else {
         return;
     };
+    let mut demo = servers.start_demo();
+    let prometheus = servers.scrape(&demo.address("exporters.prometheus")).await;
     let ready = started.elapsed();
-    let mut demo = Opscope::spawn_demo(&servers.demo_arguments());
     let checks = async {
         jaeger_has_the_tagged_reconciles(&servers.jaeger).await;
         jaeger_has_the_signal_span_linked_to_them(&servers.jaeger).await;
         let seen_in_jaeger = started.elapsed();
-        exemplars_lead_to_jaeger_traces(&servers.prometheus, &servers.jaeger).await;
+        exemplars_lead_to_jaeger_traces(&prometheus, &servers.jaeger).await;
         remote_write_stores_the_series(&servers.remote_write).await;
         victorialogs_has_the_signal_event(&servers.logs, &servers.jaeger).await;
-        one_alert_from_both_senders(&servers.prometheus, &servers.alertmanager).await;
+        one_alert_from_both_senders(&prometheus, &servers.alertmanager).await;
         seen_in_jaeger
     };
     let seen_in_jaeger =
@@ -418,7 +424,7 @@ async fn operator_logs_reach_victorialogs_by_reconcile_operator_and_tenant() {
         &lines,
     );
 
-    let ports = common::Ports::free();
+    let ports = common::Ports::ANY;
     let config = format!(
         r#"
 receivers:
@@ -449,7 +455,8 @@ service:
         pods = pods.path().display(),
         loki = logs.loki_endpoint(),
     );
-    let _agent = Opscope::start(&config, &ports.health_addr());
+    let agent = Opscope::start(&config);
+    let ports = agent.ports();
     send_awkward_operator_logs(&ports.http_url()).await;
 
     let reconcile = logs
@@ -554,7 +561,7 @@ async fn otlphttp_metrics_reach_prometheus3_under_the_documented_names() {
         .otlp_metrics_url()
         .trim_end_matches("/v1/metrics")
         .to_string();
-    let ports = common::Ports::free();
+    let ports = common::Ports::ANY;
     let config = format!(
         r#"
 receivers:
@@ -582,7 +589,8 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let _agent = Opscope::start(&config, &ports.health_addr());
+    let agent = Opscope::start(&config);
+    let ports = agent.ports();
     let fleet = tokio::spawn(common::fleet::send_the_fleet(
         ports.grpc_url(),
         Duration::from_secs(20),

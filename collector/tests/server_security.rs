@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Opscope, OtlpSink, Ports, free_port, http_post, wait_until};
+use common::{Opscope, OtlpSink, Ports, http_post, wait_until};
 use opentelemetry::trace::{Tracer as _, TracerProvider as _};
 use opentelemetry_otlp::{SpanExporter, WithExportConfig as _, WithTonicConfig as _};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -121,6 +121,12 @@ async fn post_trace(client: &reqwest::Client, url: &str) -> reqwest::Result<reqw
     Ok(response.status())
 }
 
+/// The port of a `host:port` address.
+fn port_of(address: &str) -> u16 {
+    let (_, port) = address.rsplit_once(':').expect("host:port");
+    port.parse().expect("a port")
+}
+
 fn https_url(port: u16) -> String {
     format!("https://localhost:{port}")
 }
@@ -138,9 +144,10 @@ fn otlp_http_over_tls_reaches_the_sink_and_plain_http_does_not() {
     let pki = Pki::new();
     pki.install_server(&pki.server(1));
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let config = config(&ports, &sink, "", &pki.tls_settings(""));
-    let _opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
 
     let status = runtime().block_on(post_trace(
         &https_client(&pki, None),
@@ -161,9 +168,10 @@ fn mutual_tls_takes_only_clients_with_a_certificate_from_the_ca() {
     pki.install_server(&pki.server(1));
     let client_cert = pki.issue("widget-operator", 2, ExtendedKeyUsagePurpose::ClientAuth);
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let http = pki.tls_settings(&pki.client_ca_setting());
-    let _opscope = Opscope::start(&config(&ports, &sink, "", &http), &ports.health_addr());
+    let opscope = Opscope::start(&config(&ports, &sink, "", &http));
+    let ports = opscope.ports();
     let url = https_url(ports.http);
     let runtime = runtime();
 
@@ -208,12 +216,13 @@ fn sdk_over_grpc_with_tls_and_a_bearer_token_arrives_and_other_calls_are_unauthe
     let pki = Pki::new();
     pki.install_server(&pki.server(1));
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let grpc = format!(
         "{}, auth: {{ bearer_tokens: [{TOKEN}] }}",
         pki.tls_settings("")
     );
-    let opscope = Opscope::start(&config(&ports, &sink, &grpc, ""), &ports.health_addr());
+    let opscope = Opscope::start(&config(&ports, &sink, &grpc, ""));
+    let ports = opscope.ports();
 
     let runtime = runtime();
     let provider = {
@@ -292,9 +301,10 @@ fn a_replaced_certificate_is_served_to_new_connections_and_garbage_is_ignored() 
     let first = pki.server(1);
     pki.install_server(&first);
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let http = pki.tls_settings(", reload_interval: 50ms");
-    let opscope = Opscope::start(&config(&ports, &sink, "", &http), &ports.health_addr());
+    let opscope = Opscope::start(&config(&ports, &sink, "", &http));
+    let ports = opscope.ports();
     let runtime = runtime();
     assert_eq!(
         runtime.block_on(served_certificate(&pki, ports.http)),
@@ -354,13 +364,14 @@ fn http_requests_need_a_valid_bearer_token_or_basic_credentials() {
     write(&tokens, "first-token\n");
     write(&password, "pa55word\n");
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let http = format!(
         "auth: {{ bearer_token_file: {}, basic: {{ username: agent, password_file: {} }} }}",
         tokens.display(),
         password.display()
     );
-    let opscope = Opscope::start(&config(&ports, &sink, "", &http), &ports.health_addr());
+    let opscope = Opscope::start(&config(&ports, &sink, "", &http));
+    let ports = opscope.ports();
     let post = |authorization: Option<&str>| {
         let mut headers = vec![JSON];
         if let Some(value) = authorization {
@@ -414,13 +425,12 @@ fn the_audit_webhook_takes_batches_over_tls_with_its_token() {
     let pki = Pki::new();
     pki.install_server(&pki.server(1));
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let audit_port = free_port();
+    let ports = Ports::ANY;
     let config = format!(
         r#"
 receivers:
   k8s_audit:
-    endpoint: 127.0.0.1:{audit_port}
+    endpoint: 127.0.0.1:0
     {tls}
     auth: {{ bearer_tokens: [{TOKEN}] }}
 processors:
@@ -441,7 +451,9 @@ service:
         health = ports.health,
         metrics = ports.metrics,
     );
-    let opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
+    let audit_port = port_of(&opscope.address("receivers.k8s_audit"));
     let batch = serde_json::json!({
         "kind": "EventList", "apiVersion": "audit.k8s.io/v1",
         "items": [{
@@ -484,31 +496,31 @@ fn self_telemetry_health_and_prometheus_endpoints_serve_over_tls() {
     let pki = Pki::new();
     pki.install_server(&pki.server(1));
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let prometheus = free_port();
     let tls = pki.tls_settings("");
-    let config = config(&ports, &sink, "", "")
+    let config = config(&Ports::ANY, &sink, "", "")
         .replace(
-            &format!("endpoint: 127.0.0.1:{} }}", ports.health),
-            &format!("endpoint: 127.0.0.1:{}, {tls} }}", ports.health),
+            "health_check: { endpoint: 127.0.0.1:0 }",
+            &format!("health_check: {{ endpoint: 127.0.0.1:0, {tls} }}"),
         )
         .replace(
-            &format!("address: 127.0.0.1:{} }}", ports.metrics),
-            &format!("address: 127.0.0.1:{}, {tls} }}", ports.metrics),
+            "address: 127.0.0.1:0 }",
+            &format!("address: 127.0.0.1:0, {tls} }}"),
         )
         .replace(
             "exporters:\n  otlp/sink:",
-            &format!("exporters:\n  prometheus: {{ endpoint: 127.0.0.1:{prometheus}, {tls} }}\n  otlp/sink:"),
+            &format!("exporters:\n  prometheus: {{ endpoint: 127.0.0.1:0, {tls} }}\n  otlp/sink:"),
         )
         .replace(
             "metrics: { receivers: [otlp], processors: [batch], exporters: [otlp/sink] }",
             "metrics: { receivers: [otlp], processors: [batch], exporters: [otlp/sink, prometheus] }",
         );
     assert!(
-        config.contains("exporters: [otlp/sink, prometheus]"),
+        config.contains("exporters: [otlp/sink, prometheus]") && config.matches(&tls).count() == 3,
         "{config}"
     );
-    let opscope = Opscope::spawn(&config);
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
+    let prometheus = port_of(&opscope.address("exporters.prometheus"));
     let client = https_client(&pki, None);
     let runtime = runtime();
     let get = |port: u16, path: &str| {

@@ -69,8 +69,9 @@ fn stop(agent: &mut Opscope) -> Duration {
 #[test]
 fn a_receiver_that_does_not_stop_is_named_and_nothing_is_said_to_be_dropped() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let mut agent = Opscope::start(&config(&ports, &sink), &ports.health_addr());
+    let ports = Ports::ANY;
+    let mut agent = Opscope::start(&config(&ports, &sink));
+    let ports = agent.ports();
     post_spans(&ports, 5);
     assert!(sink.wait_for(Duration::from_secs(10), |r| r.span_count() == 5));
     let mut held = TcpStream::connect(ports.http_addr()).expect("connect");
@@ -108,8 +109,9 @@ fn a_receiver_that_does_not_stop_is_named_and_nothing_is_said_to_be_dropped() {
 fn what_the_shutdown_timeout_drops_is_counted_per_exporter_and_pipeline() {
     let sink = OtlpSink::grpc();
     sink.set_behaviour(Behaviour::Hold);
-    let ports = Ports::free();
-    let mut agent = Opscope::start(&config(&ports, &sink), &ports.health_addr());
+    let ports = Ports::ANY;
+    let mut agent = Opscope::start(&config(&ports, &sink));
+    let ports = agent.ports();
     post_spans(&ports, 5);
     post_spans(&ports, 3);
     std::thread::sleep(Duration::from_millis(300));

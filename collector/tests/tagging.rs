@@ -113,8 +113,9 @@ fn string_attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str
 #[test]
 fn forwarded_logs_are_tagged_and_a_reconcile_loop_fires() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
-    let opscope = Opscope::start(&config(&ports, &sink), &ports.health_addr());
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink));
+    let ports = opscope.ports();
     let runtime = Runtime::new().expect("client runtime");
     runtime
         .block_on(async {
@@ -275,10 +276,11 @@ fn looping_operator_traces() -> (ExportTraceServiceRequest, Vec<SpanRef>) {
 #[test]
 fn a_signal_span_links_to_the_reconciles_behind_it() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let traces = "    traces: { receivers: [otlp], processors: [operator_tagger, correlator, batch], exporters: [otlp/sink] }\n";
     let config = config(&ports, &sink).replacen("    logs: {", &format!("{traces}    logs: {{"), 1);
-    let _opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
     let (request, roots) = looping_operator_traces();
     let runtime = Runtime::new().expect("client runtime");
     runtime

@@ -1,4 +1,5 @@
 //! `Opscope`: the agent binary (`run` on a temporary config, or `demo`) run as a child process, killed on drop.
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::path::Path;
@@ -8,63 +9,50 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use super::{http_get, wait_until};
+use super::{Ports, http_get, wait_until};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The file, in the agent's directory, it writes its bound addresses to once ready.
+const LISTEN_REPORT: &str = "listening.json";
 
 pub struct Opscope {
     child: Child,
     dir: TempDir,
+    /// The address each listener bound, by setting (`receivers.otlp.protocols.grpc`),
+    /// as the agent reported it once ready; empty until then.
+    listening: BTreeMap<String, String>,
 }
 
 impl Opscope {
-    /// Starts `opscope run -c` on `config` and waits until `GET http://{health_addr}/readyz`
-    /// answers 200; panics if that takes more than 30 s or the agent exits first.
-    pub fn start(config: &str, health_addr: &str) -> Self {
+    /// Starts `opscope run -c` on `config` (whose listeners ask for port 0, or any) and
+    /// waits until it is ready and has said where it listens; panics if that takes more
+    /// than 30 s or the agent exits first.
+    pub fn start(config: &str) -> Self {
         let mut opscope = Self::spawn(config);
-        opscope.wait_ready(health_addr);
+        opscope.wait_ready();
         opscope
     }
 
     /// Like [`Self::start`], but an agent that exits before it is ready is an error
     /// carrying what it printed, for a test that may start it again.
-    pub fn try_start(config: &str, health_addr: &str) -> Result<Self, String> {
+    pub fn try_start(config: &str) -> Result<Self, String> {
         let mut opscope = Self::spawn(config);
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(status) = opscope.child.try_wait().expect("poll the opscope process") {
-                return Err(format!("exited with {status}:\n{}", opscope.logs()));
-            }
-            if http_get(health_addr, "/readyz").is_ok_and(|response| response.status == 200) {
-                return Ok(opscope);
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "not ready within {READY_TIMEOUT:?}:\n{}",
-                    opscope.logs()
-                ));
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        opscope.ready_or_exit()?;
+        Ok(opscope)
     }
 
-    /// Starts `opscope run -c` on `config` without waiting for it to become ready.
+    /// Starts `opscope run -c` on `config` without waiting for it to become ready
+    /// (then [`Self::wait_ready`]).
     pub fn spawn(config: &str) -> Self {
-        let dir = tempfile::tempdir().expect("create a temp dir");
-        let config_path = dir.path().join("opscope.yaml");
-        fs::write(&config_path, config).expect("write the config");
-        let args = [OsStr::new("run"), OsStr::new("-c"), config_path.as_os_str()];
-        Self::spawn_in(dir, args)
+        let (dir, command) = Self::run_command(Command::new(env!("CARGO_BIN_EXE_opscope")), config);
+        Self::spawn_command(dir, command)
     }
 
     /// Like [`Self::start`], with the agent's file-descriptor limit (`RLIMIT_NOFILE`)
     /// set to `limit`.
-    pub fn start_with_descriptor_limit(config: &str, health_addr: &str, limit: u64) -> Self {
-        let dir = tempfile::tempdir().expect("create a temp dir");
-        let config_path = dir.path().join("opscope.yaml");
-        fs::write(&config_path, config).expect("write the config");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
-        command.args([OsStr::new("run"), OsStr::new("-c"), config_path.as_os_str()]);
+    pub fn start_with_descriptor_limit(config: &str, limit: u64) -> Self {
+        let (dir, mut command) =
+            Self::run_command(Command::new(env!("CARGO_BIN_EXE_opscope")), config);
         // SAFETY: the closure runs in the child between fork and exec and only calls
         // setrlimit(2), which is async-signal-safe.
         unsafe {
@@ -81,31 +69,28 @@ impl Opscope {
             });
         }
         let mut opscope = Self::spawn_command(dir, command);
-        opscope.wait_ready(health_addr);
+        opscope.wait_ready();
         opscope
     }
 
-    /// Like [`Self::start`], in a mount namespace of its own where `hosts` is
+    /// Like [`Self::try_start`], in a mount namespace of its own where `hosts` is
     /// `/etc/hosts`: the system resolver finds the names the test writes there, and
     /// sees the file change. Needs `unshare` and the right to mount (root).
-    pub fn start_with_hosts(config: &str, health_addr: &str, hosts: &Path) -> Self {
-        let dir = tempfile::tempdir().expect("create a temp dir");
-        let config_path = dir.path().join("opscope.yaml");
-        fs::write(&config_path, config).expect("write the config");
-        let mut command = Command::new("unshare");
-        command
+    pub fn try_start_with_hosts(config: &str, hosts: &Path) -> Result<Self, String> {
+        let mut unshare = Command::new("unshare");
+        unshare
             .args(["--mount", "sh", "-c"])
             .arg(r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#)
             .arg("sh")
             .arg(hosts)
-            .arg(env!("CARGO_BIN_EXE_opscope"))
-            .args([OsStr::new("run"), OsStr::new("-c"), config_path.as_os_str()]);
+            .arg(env!("CARGO_BIN_EXE_opscope"));
+        let (dir, command) = Self::run_command(unshare, config);
         let mut opscope = Self::spawn_command(dir, command);
-        opscope.wait_ready(health_addr);
-        opscope
+        opscope.ready_or_exit()?;
+        Ok(opscope)
     }
 
-    /// Whether [`Self::start_with_hosts`] can work here: `unshare` is installed and
+    /// Whether [`Self::try_start_with_hosts`] can work here: `unshare` is installed and
     /// may bind-mount over `/etc/hosts`.
     pub fn can_use_own_hosts(hosts: &Path) -> bool {
         Command::new("unshare")
@@ -123,18 +108,32 @@ impl Opscope {
             .is_ok_and(|status| status.success())
     }
 
-    /// Starts `opscope demo` with `args` (such as `--duration 30`).
-    pub fn spawn_demo(args: &[String]) -> Self {
+    /// Starts `opscope demo` with `args` (such as `--duration 30`) and waits until it
+    /// is ready and has said where it listens.
+    pub fn start_demo(args: &[String]) -> Self {
         let dir = tempfile::tempdir().expect("create a temp dir");
-        let args = std::iter::once("demo").chain(args.iter().map(String::as_str));
-        Self::spawn_in(dir, args)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+        command
+            .arg("demo")
+            .args(args)
+            .arg("--listen-report")
+            .arg(dir.path().join(LISTEN_REPORT));
+        let mut opscope = Self::spawn_command(dir, command);
+        opscope.wait_ready();
+        opscope
     }
 
-    /// Runs the binary with `args`, its output to files in `dir`.
-    fn spawn_in(dir: TempDir, args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
-        command.args(args);
-        Self::spawn_command(dir, command)
+    /// `command` with `run -c <config> --listen-report <file>` appended, and the
+    /// temporary directory holding both files.
+    fn run_command(mut command: Command, config: &str) -> (TempDir, Command) {
+        let dir = tempfile::tempdir().expect("create a temp dir");
+        let config_path = dir.path().join("opscope.yaml");
+        fs::write(&config_path, config).expect("write the config");
+        command
+            .args([OsStr::new("run"), OsStr::new("-c"), config_path.as_os_str()])
+            .arg("--listen-report")
+            .arg(dir.path().join(LISTEN_REPORT));
+        (dir, command)
     }
 
     fn spawn_command(dir: TempDir, mut command: Command) -> Self {
@@ -146,23 +145,75 @@ impl Opscope {
             .stderr(output("stderr.log"))
             .spawn()
             .expect("spawn the opscope binary");
-        Opscope { child, dir }
+        Opscope {
+            child,
+            dir,
+            listening: BTreeMap::new(),
+        }
     }
 
-    fn wait_ready(&mut self, health_addr: &str) {
+    /// Waits until the agent is ready (it writes its listen report then); panics, with
+    /// what it printed, if it exits first or takes more than 30 s.
+    pub fn wait_ready(&mut self) {
+        if let Err(error) = self.ready_or_exit() {
+            panic!("opscope {error}");
+        }
+    }
+
+    fn ready_or_exit(&mut self) -> Result<(), String> {
+        let report = self.dir.path().join(LISTEN_REPORT);
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait().expect("poll the opscope process") {
-                panic!("opscope exited with {status} before it was ready");
+                return Err(format!(
+                    "exited with {status} before it was ready:\n{}",
+                    self.logs()
+                ));
             }
-            if http_get(health_addr, "/readyz").is_ok_and(|response| response.status == 200) {
-                return;
+            // The agent writes the file whole (beside it, then renamed) once ready.
+            if let Ok(text) = fs::read_to_string(&report) {
+                self.listening = serde_json::from_str(&text)
+                    .unwrap_or_else(|error| panic!("listen report {text:?}: {error}"));
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "opscope was not ready on {health_addr} within {READY_TIMEOUT:?}"
-            );
-            thread::sleep(Duration::from_millis(50));
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "was not ready within {READY_TIMEOUT:?}:\n{}",
+                    self.logs()
+                ));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The `host:port` the listener of `setting` bound (`receivers.otlp.protocols.grpc`,
+    /// `receivers.k8s_audit`, `extensions.health_check`, `service.telemetry.metrics`,
+    /// `exporters.prometheus`); panics when the agent reported none.
+    pub fn address(&self, setting: &str) -> String {
+        match self.listening.get(setting) {
+            Some(address) => address.clone(),
+            None => panic!(
+                "opscope reported no listener for {setting}: {:?}",
+                self.listening
+            ),
+        }
+    }
+
+    /// The ports of the OTLP receiver `otlp`, the health check and self-telemetry, as
+    /// bound; 0 for those the config does not have.
+    pub fn ports(&self) -> Ports {
+        let port = |setting: &str| {
+            self.listening
+                .get(setting)
+                .and_then(|address| address.rsplit_once(':'))
+                .and_then(|(_, port)| port.parse().ok())
+                .unwrap_or(0)
+        };
+        Ports {
+            grpc: port("receivers.otlp.protocols.grpc"),
+            http: port("receivers.otlp.protocols.http"),
+            health: port("extensions.health_check"),
+            metrics: port("service.telemetry.metrics"),
         }
     }
 

@@ -39,6 +39,18 @@ pub fn report_fault(test: &str, figures: &[(&str, f64)]) {
     println!("fault {test}: {}", figures.join(" "));
 }
 
+/// A `/24` of `127.0.0.0/8` of the caller's own (`127.b.c`), picked at random: tests
+/// listen on 127.0.0.1 or port 0, so that a port on an address of this block is free
+/// for a listener whose address must be written down before it starts (and again
+/// after it stops), whatever else runs on the machine.
+pub fn own_loopback_block() -> String {
+    use std::hash::{BuildHasher, RandomState};
+    let random = RandomState::new()
+        .hash_one(std::process::id())
+        .to_le_bytes();
+    format!("127.{}.{}", 1 + random[0] % 254, random[1])
+}
+
 /// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
@@ -63,14 +75,14 @@ pub struct Ports {
 }
 
 impl Ports {
-    pub fn free() -> Self {
-        Ports {
-            grpc: free_port(),
-            http: free_port(),
-            health: free_port(),
-            metrics: free_port(),
-        }
-    }
+    /// Port 0 for each: a config written with these has every listener take a free
+    /// port; [`Opscope::ports`] tells the ones the agent bound.
+    pub const ANY: Ports = Ports {
+        grpc: 0,
+        http: 0,
+        health: 0,
+        metrics: 0,
+    };
 
     /// URL of the OTLP/gRPC receiver, as an SDK exporter wants it.
     pub fn grpc_url(&self) -> String {

@@ -5,6 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_built_or_skip};
@@ -18,6 +19,7 @@ use opscope_testkit::pod_cgroup::{
 use opscope_testkit::prometheus::{PrometheusServer, prometheus3_or_skip};
 use serde_json::{Value, json};
 
+use crate::common::own_loopback_block;
 use crate::topology::{Deployment, KernelProbe, Topology};
 
 /// The Widget CRD (e2e/crds/widgets.json): status subresource, a status schema
@@ -100,6 +102,14 @@ pub struct Rig {
     scratch: TempDir,
 }
 
+/// Where the next operator serves its metrics: opscope is told it as a scrape target
+/// before the operator binds it, so each operator has an address of the run's own.
+fn operator_metrics_address() -> String {
+    static OPERATORS: AtomicU8 = AtomicU8::new(0);
+    let index = OPERATORS.fetch_add(1, Ordering::Relaxed) % 100;
+    format!("{}.{}:{}", own_loopback_block(), 100 + index, free_port())
+}
+
 /// The operator's service account: the audit events name it as the actor.
 pub fn operator_user(scenario: &str) -> String {
     format!("system:serviceaccount:{scenario}-system:widget-operator")
@@ -115,9 +125,10 @@ impl Rig {
         finalizer_max_age: &str,
         topology: Topology,
     ) -> Self {
-        let prometheus_port = free_port();
-        // Prometheus scrapes the all-in-one agent; the gateways push by remote write.
-        let backends = Backends::start(&format!("127.0.0.1:{prometheus_port}")).await;
+        // Prometheus scrapes the all-in-one agent, so each is told the other's address
+        // before either starts: one of the run's own; the gateways push by remote write.
+        let prometheus = format!("{}.1:{}", own_loopback_block(), free_port());
+        let backends = Backends::start(&prometheus).await;
         // The API server's port is chosen first: the kernel probe watches it.
         let apiserver_port = free_port();
         let kernel_probe = match kernel_probe_unavailable(cfg!(feature = "ebpf")) {
@@ -134,7 +145,7 @@ impl Rig {
             topology,
             finalizer_max_age,
             backends.as_ref(),
-            prometheus_port,
+            &prometheus,
             kernel_probe,
         );
         // Each scenario may run a twin (`<scenario>-backoff`) as a second operator.
@@ -182,7 +193,7 @@ impl Rig {
         if let Some(server) = &spec.server {
             kubeconfig = self.kubeconfig_through(&kubeconfig, server, spec);
         }
-        let metrics = format!("127.0.0.1:{}", free_port());
+        let metrics = operator_metrics_address();
         let mut command = if spec.kube_rs {
             let binary = self
                 .binaries

@@ -12,7 +12,7 @@ use opscope_testkit::backend::{TempDir, free_port, temp_dir};
 use opscope_testkit::pod_cgroup::CgroupLayout;
 use serde_json::{Value, json};
 
-use crate::common::{Opscope, Ports, http_get};
+use crate::common::{Opscope, Ports, http_get, own_loopback_block};
 use crate::rig::Backends;
 
 /// Nodes (agents) and gateways of the multi-node run.
@@ -96,13 +96,14 @@ pub struct Deployment {
 impl Deployment {
     /// Starts the processes of `topology`, sending to `backends` as the deploy
     /// configs do (traces from the agents, signals from the correlators); the
-    /// all-in-one agent serves its Prometheus endpoint on `prometheus_port`, the
-    /// gateways push their series by remote write.
+    /// all-in-one agent serves its Prometheus endpoint at `prometheus` (an address
+    /// Prometheus was told before either started), the gateways push their series by
+    /// remote write. Every other listener takes a free port.
     pub fn start(
         topology: Topology,
         finalizer_max_age: &str,
         backends: Option<&Backends>,
-        prometheus_port: u16,
+        prometheus: &str,
         kernel_probe: Option<KernelProbe>,
     ) -> Self {
         let keep = std::env::var("OPSCOPE_E2E_KEEP").is_ok_and(|keep| keep == "1");
@@ -110,33 +111,32 @@ impl Deployment {
         let correlator = format!(
             "{{ finalizer_leak: {{ max_age: {finalizer_max_age} }}, api_request_storm: {{ duration: 20s, rate_window: 6s }} }}"
         );
-        let audit_port = free_port();
-        let audit = format!("127.0.0.1:{audit_port}");
         let mut gateways = Vec::new();
         let mut routing = String::new();
         if topology == Topology::GatewayTier {
-            let ports: Vec<Ports> = (0..GATEWAYS).map(|_| Ports::free()).collect();
-            let hostnames: Vec<String> = ports
-                .iter()
-                .map(|p| format!("\"127.0.0.1:{}\"", p.grpc))
+            // Every agent's and gateway's ring names the gateways before any starts:
+            // they listen on addresses of the run's own.
+            let (block, port) = (own_loopback_block(), free_port());
+            let addresses: Vec<String> = (0..GATEWAYS)
+                .map(|index| format!("{block}.{}:{port}", 11 + index))
                 .collect();
+            let hostnames: Vec<String> = addresses.iter().map(|a| format!("\"{a}\"")).collect();
             routing = format!(
                 "  loadbalancing:\n    protocol: {{ otlp: {{ tls: {{ insecure: true }}, timeout: 5s }} }}\n    resolver: {{ static: {{ hostnames: [{}] }} }}\n",
                 hostnames.join(", ")
             );
-            for (index, ports) in ports.into_iter().enumerate() {
-                // The first gateway takes the webhook, as the Service in front of them
-                // would give it to one; it routes each event to its object's owner.
-                let audit_port = if index == 0 { audit_port } else { free_port() };
-                let config = gateway_config(&ports, audit_port, &correlator, &routing, backends);
-                gateways.push((Opscope::start(&config, &ports.health_addr()), ports));
+            for address in &addresses {
+                let config = gateway_config(address, &correlator, &routing, backends);
+                let gateway = Opscope::start(&config);
+                let ports = gateway.ports();
+                gateways.push((gateway, ports));
             }
         }
         let node_count = match topology {
             Topology::AllInOne => 1,
             Topology::GatewayTier => NODES,
         };
-        let nodes = (0..node_count)
+        let nodes: Vec<Node> = (0..node_count)
             .map(|_| {
                 let mut log_root = temp_dir("e2e-pods");
                 if keep {
@@ -148,34 +148,36 @@ impl Deployment {
                 }
                 let state = temp_dir("e2e-opscope-state");
                 fs::write(state.path().join("targets.yaml"), "[]\n").expect("the targets file");
-                let ports = Ports::free();
                 let places = Places {
                     log_root: log_root.path(),
                     state: state.path(),
                     kernel_probe: kernel_probe.as_ref(),
                 };
                 let config = match topology {
-                    Topology::AllInOne => all_in_one_config(
-                        &ports,
-                        &audit,
-                        &places,
-                        backends,
-                        &correlator,
-                        prometheus_port,
-                    ),
+                    Topology::AllInOne => {
+                        all_in_one_config(&places, backends, &correlator, prometheus)
+                    }
                     Topology::GatewayTier => {
-                        node_agent_config(&ports, &places, &routing, &correlator, backends)
+                        node_agent_config(&places, &routing, &correlator, backends)
                     }
                 };
+                let opscope = Opscope::start(&config);
                 Node {
-                    opscope: Opscope::start(&config, &ports.health_addr()),
-                    ports,
+                    ports: opscope.ports(),
+                    opscope,
                     log_root,
                     state,
                     targets: Mutex::new(Vec::new()),
                 }
             })
             .collect();
+        // The webhook: the all-in-one agent's, or the first gateway's, as the Service
+        // in front of them would give it to one; it routes each event to its object's
+        // owner.
+        let audit = match gateways.first() {
+            Some((gateway, _)) => gateway.address("receivers.k8s_audit"),
+            None => nodes[0].opscope.address("receivers.k8s_audit"),
+        };
         Self {
             topology,
             nodes,
@@ -264,7 +266,7 @@ struct Places<'a> {
 /// The receivers every node's agent has: its operators' OTLP and their pod logs; and
 /// the kernel probe where it can run, reporting the pods of `*-kernel` namespaces
 /// (whose logs are not tailed and whose operators send nothing).
-fn node_receivers(ports: &Ports, places: &Places<'_>) -> String {
+fn node_receivers(places: &Places<'_>) -> String {
     let ebpf = places.kernel_probe.map_or(String::new(), |probe| {
         format!(
             "  ebpf:\n    api_servers: [\"{apiserver}\"]\n    namespaces: [\"*-kernel\"]\n    interval: 2s\n    cgroup_root: {root}\n    pod_logs: {log_root}\n",
@@ -276,7 +278,7 @@ fn node_receivers(ports: &Ports, places: &Places<'_>) -> String {
     format!(
         r#"  otlp:
     protocols:
-      grpc: {{ endpoint: 127.0.0.1:{grpc} }}
+      grpc: {{ endpoint: 127.0.0.1:0 }}
   filelog:
     include: ["{log_root}/*/*/*.log"]
     namespaces: ["*-system"]
@@ -284,35 +286,23 @@ fn node_receivers(ports: &Ports, places: &Places<'_>) -> String {
     storage: {state}/filelog
     poll_interval: 200ms
 {ebpf}"#,
-        grpc = ports.grpc,
         log_root = places.log_root.display(),
         state = places.state.display(),
     )
 }
 
-fn service_end(ports: &Ports) -> String {
-    format!(
-        "extensions:\n  health_check: {{ endpoint: 127.0.0.1:{health} }}\n",
-        health = ports.health
-    )
-}
-
-fn telemetry(ports: &Ports) -> String {
-    format!(
-        "  extensions: [health_check]\n  telemetry:\n    metrics: {{ address: 127.0.0.1:{metrics} }}\n",
-        metrics = ports.metrics
-    )
-}
+/// The health check and self-telemetry every process has, on free ports.
+const SERVICE_END: &str = "extensions:\n  health_check: { endpoint: 127.0.0.1:0 }\n";
+const TELEMETRY: &str =
+    "  extensions: [health_check]\n  telemetry:\n    metrics: { address: 127.0.0.1:0 }\n";
 
 /// The single-node agent: receives everything, correlates, and fans out to the
-/// backends (when they are built); its Prometheus endpoint on `prometheus_port`.
+/// backends (when they are built); its Prometheus endpoint at `prometheus`.
 fn all_in_one_config(
-    ports: &Ports,
-    audit: &str,
     places: &Places<'_>,
     backends: Option<&Backends>,
     correlator: &str,
-    prometheus_port: u16,
+    prometheus: &str,
 ) -> String {
     let (exporters, traces_to, signals_to) = match backends {
         Some(backends) => (
@@ -329,7 +319,7 @@ fn all_in_one_config(
     format!(
         r#"receivers:
 {receivers}  k8s_audit:
-    endpoint: {audit}
+    endpoint: 127.0.0.1:0
   prometheus_scrape:
     targets_file: {state}/targets.yaml
     interval: 5s
@@ -339,7 +329,7 @@ processors:
   batch: {{ timeout: 200ms }}
 exporters:
   debug: {{ verbosity: detailed }}
-  prometheus: {{ endpoint: 127.0.0.1:{prometheus_port} }}
+  prometheus: {{ endpoint: {prometheus} }}
 {exporters}connectors:
   operator_metrics: {{}}
 {end}service:
@@ -354,17 +344,16 @@ exporters:
         } else {
             ""
         },
-        receivers = node_receivers(ports, places),
+        receivers = node_receivers(places),
         state = places.state.display(),
-        end = service_end(ports),
-        telemetry = telemetry(ports),
+        end = SERVICE_END,
+        telemetry = TELEMETRY,
     )
 }
 
 /// A node's agent in the multi-node shape: tags its pods' telemetry and routes each
 /// record to the gateway owning its object.
 fn node_agent_config(
-    ports: &Ports,
     places: &Places<'_>,
     routing: &str,
     correlator: &str,
@@ -394,17 +383,16 @@ fn node_agent_config(
     traces: {{ receivers: [otlp], processors: [operator_tagger, batch], exporters: [loadbalancing{traces_to}] }}
     logs: {{ receivers: [otlp, filelog], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
 {kernel_pipelines}{telemetry}"#,
-        receivers = node_receivers(ports, places),
-        end = service_end(ports),
-        telemetry = telemetry(ports),
+        receivers = node_receivers(places),
+        end = SERVICE_END,
+        telemetry = TELEMETRY,
     )
 }
 
-/// A gateway: correlates what the agents route to it; the audit events it takes go on
-/// to their object's owner by the same ring.
+/// A gateway, its OTLP/gRPC receiver at `address`: correlates what the agents route to
+/// it; the audit events it takes go on to their object's owner by the same ring.
 fn gateway_config(
-    ports: &Ports,
-    audit_port: u16,
+    address: &str,
     correlator: &str,
     routing: &str,
     backends: Option<&Backends>,
@@ -423,8 +411,8 @@ fn gateway_config(
     };
     format!(
         r#"receivers:
-  otlp: {{ protocols: {{ grpc: {{ endpoint: 127.0.0.1:{grpc} }} }} }}
-  k8s_audit: {{ endpoint: 127.0.0.1:{audit_port} }}
+  otlp: {{ protocols: {{ grpc: {{ endpoint: "{address}" }} }} }}
+  k8s_audit: {{ endpoint: 127.0.0.1:0 }}
 processors:
   operator_tagger: {{}}
   correlator: {correlator}
@@ -438,9 +426,8 @@ exporters:
     logs/audit: {{ receivers: [k8s_audit], processors: [operator_tagger, batch], exporters: [loadbalancing] }}
     signals: {{ exporters: [debug{signals_to}] }}
 {telemetry}"#,
-        grpc = ports.grpc,
-        end = service_end(ports),
-        telemetry = telemetry(ports),
+        end = SERVICE_END,
+        telemetry = TELEMETRY,
     )
 }
 

@@ -57,19 +57,21 @@ impl Transport {
 #[test]
 fn sdk_over_grpc_arrives_unchanged_through_the_otlp_exporter() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let settings = format!("{{ endpoint: {}, compression: gzip }}", sink.endpoint());
-    let opscope = Opscope::start(&ports.config("otlp/sink", &settings), &ports.health_addr());
+    let opscope = Opscope::start(&ports.config("otlp/sink", &settings));
+    let ports = opscope.ports();
     round_trip(Transport::Grpc, &ports, &opscope, &sink, "otlp/sink");
 }
 
 #[test]
 fn sdk_over_http_arrives_unchanged_through_the_otlphttp_exporter() {
     let sink = OtlpSink::http();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let settings = format!("{{ endpoint: {} }}", sink.endpoint());
     let config = ports.config("otlphttp/sink", &settings);
-    let opscope = Opscope::start(&config, &ports.health_addr());
+    let opscope = Opscope::start(&config);
+    let ports = opscope.ports();
     round_trip(Transport::Http, &ports, &opscope, &sink, "otlphttp/sink");
 }
 

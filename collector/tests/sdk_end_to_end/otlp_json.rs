@@ -48,9 +48,10 @@ const JSON_TRACES: &str = r#"{
 #[test]
 fn otlp_json_traces_arrive_unchanged() {
     let sink = OtlpSink::grpc();
-    let ports = Ports::free();
+    let ports = Ports::ANY;
     let settings = format!("{{ endpoint: {} }}", sink.endpoint());
-    let opscope = Opscope::start(&ports.config("otlp/sink", &settings), &ports.health_addr());
+    let opscope = Opscope::start(&ports.config("otlp/sink", &settings));
+    let ports = opscope.ports();
 
     let response = http_post(
         &ports.http_addr(),
