@@ -28,17 +28,24 @@ pub fn backends_required() -> bool {
 pub fn installed_or_skip(candidates: &[&str], package: &str) -> Option<PathBuf> {
     let found = candidates.iter().find_map(|name| on_path(name));
     if found.is_none() {
-        let current = std::thread::current();
-        let test = current.name().unwrap_or("test");
-        let reason = format!("none of {candidates:?} is on PATH (apt-get install {package})");
-        assert!(
-            !backends_required(),
-            "{test}: OPSCOPE_REQUIRE_BACKENDS=1 but {reason}"
-        );
-        // Straight to stderr, past the test harness's capture, so that a skip is seen.
-        let _ = writeln!(std::io::stderr(), "skipping {test}: {reason}");
+        skip_or_fail(&format!(
+            "none of {candidates:?} is on PATH (apt-get install {package})"
+        ));
     }
     found
+}
+
+/// Says that the running test skips for `reason`, or panics with it when
+/// `OPSCOPE_REQUIRE_BACKENDS=1`.
+pub fn skip_or_fail(reason: &str) {
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("test");
+    assert!(
+        !backends_required(),
+        "{test}: OPSCOPE_REQUIRE_BACKENDS=1 but {reason}"
+    );
+    // Straight to stderr, past the test harness's capture, so that a skip is seen.
+    let _ = writeln!(std::io::stderr(), "skipping {test}: {reason}");
 }
 
 /// Where `testkit/backends/build` puts the servers it builds from their Go modules:
@@ -59,17 +66,10 @@ pub fn built_or_skip(binary: &str, name: &str) -> Option<PathBuf> {
     if path.is_file() {
         return Some(path);
     }
-    let current = std::thread::current();
-    let test = current.name().unwrap_or("test");
-    let reason = format!(
+    skip_or_fail(&format!(
         "{} is not built (testkit/backends/build {name})",
         path.display()
-    );
-    assert!(
-        !backends_required(),
-        "{test}: OPSCOPE_REQUIRE_BACKENDS=1 but {reason}"
-    );
-    let _ = writeln!(std::io::stderr(), "skipping {test}: {reason}");
+    ));
     None
 }
 
