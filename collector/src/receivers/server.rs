@@ -37,11 +37,13 @@ pub async fn bind(
             address: address.to_string(),
             source,
         })?;
-    let local = listener.local_addr().map_err(|source| ReceiverError::Bind {
-        receiver: receiver.clone(),
-        address: address.to_string(),
-        source,
-    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ReceiverError::Bind {
+            receiver: receiver.clone(),
+            address: address.to_string(),
+            source,
+        })?;
     let setting = match at {
         "" => format!("receivers.{receiver}"),
         at => format!("receivers.{receiver}.{at}"),
