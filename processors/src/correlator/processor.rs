@@ -14,11 +14,11 @@ use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::{Nanos, now_unix_nanos};
 use opscope_storage::LogError;
 
-use super::events::Event;
-use super::extract::CorrelatorEvents;
-use super::journal::{Journal, Journaled};
 use super::{Correlator, CorrelatorConfig, CorrelatorStats};
 use crate::Processor;
+use crate::correlator::intake::events::Event;
+use crate::correlator::intake::extract::CorrelatorEvents;
+use crate::correlator::lifecycle::journal::{Journal, Journaled};
 
 /// Receives signal changes (firing, updated, resolved) as the correlator emits them.
 pub type SignalSink = Arc<dyn Fn(Vec<Signal>) + Send + Sync>;

@@ -8,13 +8,15 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::compact::{bounded, hash_parts};
-use super::events::{Counter, CounterEvent, InstanceKey};
-use super::instance_table::{InstanceState, InstanceTable};
-use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::running_totals::{Growth, RunningTotals, Sample};
-use super::window::{Bucket, BucketRing, nanos};
 use super::write_conflict::{ConflictCause, WriteConflictConfig};
+use crate::correlator::compact::{bounded, hash_parts};
+use crate::correlator::instances::instance_table::{InstanceState, InstanceTable};
+use crate::correlator::instances::running_totals::{Growth, RunningTotals, Sample};
+use crate::correlator::intake::events::{Counter, CounterEvent, InstanceKey};
+use crate::correlator::lifecycle::signal::{
+    Finding, SignalTrack, Subject, figures, severity_for, step,
+};
+use crate::correlator::window::{Bucket, BucketRing, nanos};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 use opscope_model::signal::{MAX_EVIDENCE, Signal, SignalState, SignalType};
 use opscope_model::timestamp::Nanos;
@@ -387,8 +389,8 @@ fn conflict_finding(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
     use super::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::{Severity, SignalType};
 
     fn conflict_signals(signals: &[Signal]) -> Vec<&Signal> {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::compact::bounded;
+use crate::correlator::compact::bounded;
 use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
 use opscope_model::timestamp::Nanos;
 

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::compact::bound_operator;
-use super::events::InstanceKey;
-use super::lifecycle::SignalTrack;
+use crate::correlator::compact::bound_operator;
+use crate::correlator::intake::events::InstanceKey;
+use crate::correlator::lifecycle::signal::SignalTrack;
 use opscope_model::kubernetes::OperatorRef;
 use opscope_model::signal::Signal;
 use opscope_model::timestamp::Nanos;

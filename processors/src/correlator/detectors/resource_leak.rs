@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::bounded;
-use super::events::{GaugeEvent, InstanceKey};
-use super::gauge_series::{GaugeSeries, Trend};
-use super::instance_table::{InstanceState, InstanceTable};
-use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::window::nanos;
+use crate::correlator::compact::bounded;
+use crate::correlator::instances::gauge_series::{GaugeSeries, Trend};
+use crate::correlator::instances::instance_table::{InstanceState, InstanceTable};
+use crate::correlator::intake::events::{GaugeEvent, InstanceKey};
+use crate::correlator::lifecycle::signal::{
+    Finding, SignalTrack, Subject, figures, severity_for, step,
+};
+use crate::correlator::window::nanos;
 use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::config::{positive, share};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
@@ -410,8 +412,8 @@ impl LeakDetector {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
     use super::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::{Severity, SignalState};
 
     fn leak_signals(signals: &[Signal]) -> Vec<&Signal> {

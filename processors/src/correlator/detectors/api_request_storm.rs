@@ -7,12 +7,16 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::hash_parts;
-use super::events::{ApiTraffic, ApiTrafficEvent, ConnectionOutcome, InstanceKey};
-use super::instance_table::{InstanceState, InstanceTable};
-use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::running_totals::{Growth, RunningTotals, Sample};
-use super::window::{Bucket, BucketRing, nanos};
+use crate::correlator::compact::hash_parts;
+use crate::correlator::instances::instance_table::{InstanceState, InstanceTable};
+use crate::correlator::instances::running_totals::{Growth, RunningTotals, Sample};
+use crate::correlator::intake::events::{
+    ApiTraffic, ApiTrafficEvent, ConnectionOutcome, InstanceKey,
+};
+use crate::correlator::lifecycle::signal::{
+    Finding, SignalTrack, Subject, figures, severity_for, step,
+};
+use crate::correlator::window::{Bucket, BucketRing, nanos};
 use opscope_model::config::{FieldError, Validate, duration, positive};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 use opscope_model::signal::{Signal, SignalState, SignalType};
@@ -510,8 +514,8 @@ fn same_operator(of_pod: &OperatorRef, of_signal: &OperatorRef) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
     use super::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::Severity;
 
     const POD: &str = "widget-operator-5d6b8c9f7-q8w2z";
