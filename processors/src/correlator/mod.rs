@@ -10,7 +10,8 @@
 //! * `instances`: what is kept about one operator instance (pod) and the table of them;
 //! * `detectors`: one file per signal, each finding its signal in that state;
 //! * `lifecycle`: the life of a signal (firing, updates, resolved), when objects are
-//!   looked at again, and the journal that rebuilds state after a restart.
+//!   looked at again, the journal that rebuilds state after a restart, and the tick
+//!   that moves event time along with the wall clock.
 //!
 //! `engine` builds the [`Correlator`] from them; `processor` shares one in the
 //! pipeline. `config` holds its settings; `compact` (bounded text, hashes) and `window`
@@ -41,4 +42,5 @@ pub use intake::events;
 pub use intake::events::{Event, ObjectEvent, ObjectEventKind, RecordPlace};
 pub use intake::extract::CorrelatorEvents;
 pub use lifecycle::journal::{JournalConfig, JournalStats, Journaled};
+pub use lifecycle::tick::{TICK_INTERVAL, Ticker};
 pub use processor::SharedCorrelator;
