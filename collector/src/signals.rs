@@ -1,6 +1,7 @@
 //! Where signals go once the correlators emit them: counted in self-telemetry and
 //! handed, in order, to the exporters of the `signals` pipelines, each behind its
-//! own sending queue.
+//! own sending queue. A timer here ticks the correlators by the wall clock and reports
+//! their figures after each tick.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -12,7 +13,9 @@ use opscope_model::memory::MemoryAccount;
 use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::now_unix_nanos;
 use opscope_processors::correlator::processor::SignalSink;
-use opscope_processors::correlator::{JournalStats, SharedCorrelator};
+use opscope_processors::correlator::{
+    CorrelatorStats, JournalStats, SharedCorrelator, TICK_INTERVAL, Ticker,
+};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -24,9 +27,6 @@ use crate::self_telemetry::SelfTelemetry;
 
 /// Signal changes waiting for the consumer.
 const SIGNAL_QUEUE: usize = 1024;
-
-/// How often the correlators' event time follows the wall clock when idle.
-const TICK: Duration = Duration::from_secs(1);
 
 /// Least time between two warnings about events dropped as late.
 const LATE_WARNING_INTERVAL: Duration = Duration::from_secs(60);
@@ -87,7 +87,11 @@ impl SignalOutput {
         telemetry: &Arc<SelfTelemetry>,
         stop_ticking: CancellationToken,
     ) {
-        let ticker = tick(correlators, Arc::clone(telemetry), stop_ticking);
+        let ticker = tick(
+            Ticker::new(correlators),
+            Arc::clone(telemetry),
+            stop_ticking,
+        );
         self.ticker = Some(tokio::spawn(ticker));
     }
 
@@ -164,65 +168,64 @@ fn catch_up(counter: &Counter, total: u64) {
     counter.inc_by(total.saturating_sub(counter.get()));
 }
 
-async fn tick(
-    correlators: BTreeMap<String, SharedCorrelator>,
-    telemetry: Arc<SelfTelemetry>,
-    stop: CancellationToken,
-) {
-    let mut interval = tokio::time::interval(TICK);
+/// Ticks the correlators every [`TICK_INTERVAL`] of the wall clock until `stop`, and
+/// reports their figures after each tick.
+async fn tick(ticker: Ticker, telemetry: Arc<SelfTelemetry>, stop: CancellationToken) {
+    let mut interval = tokio::time::interval(TICK_INTERVAL);
     let mut late_warnings: BTreeMap<&str, LateWarning> = BTreeMap::new();
     loop {
         tokio::select! {
             _ = interval.tick() => {}
             () = stop.cancelled() => return,
         }
-        let now = now_unix_nanos();
-        for (id, correlator) in &correlators {
-            correlator.tick(now);
-            let stats = correlator.stats();
-            let labels = vec![("processor".to_string(), id.clone())];
-            telemetry
-                .correlator_tracked_objects
-                .get_or_create(&labels)
-                .set(stats.tracked_objects as i64);
-            catch_up(
-                &telemetry.correlator_evicted_objects.get_or_create(&labels),
-                stats.evicted_objects,
-            );
-            catch_up(
-                &telemetry.correlator_late_events.get_or_create(&labels),
-                stats.late_events_dropped,
-            );
+        for (id, stats) in ticker.tick(now_unix_nanos()) {
             let warning = late_warnings.entry(id).or_default();
-            if let Some(dropped) = warning.due(stats.late_events_dropped, Instant::now()) {
-                tracing::warn!(
-                    processor = %id,
-                    dropped,
-                    "events older than the correlator's lateness were dropped; raise `lateness` if the senders deliver late, or read captured files with `opscope analyze`, which takes them in any order"
-                );
-            }
+            report(id, &stats, &telemetry, warning);
+        }
+    }
+}
+
+/// A correlator's figures in self-telemetry, and a warning about late events when due.
+fn report(id: &str, stats: &CorrelatorStats, telemetry: &SelfTelemetry, warning: &mut LateWarning) {
+    let labels = vec![("processor".to_string(), id.to_string())];
+    telemetry
+        .correlator_tracked_objects
+        .get_or_create(&labels)
+        .set(stats.tracked_objects as i64);
+    catch_up(
+        &telemetry.correlator_evicted_objects.get_or_create(&labels),
+        stats.evicted_objects,
+    );
+    catch_up(
+        &telemetry.correlator_late_events.get_or_create(&labels),
+        stats.late_events_dropped,
+    );
+    if let Some(dropped) = warning.due(stats.late_events_dropped, Instant::now()) {
+        tracing::warn!(
+            processor = %id,
+            dropped,
+            "events older than the correlator's lateness were dropped; raise `lateness` if the senders deliver late, or read captured files with `opscope analyze`, which takes them in any order"
+        );
+    }
+    catch_up(
+        &telemetry.correlator_future_events.get_or_create(&labels),
+        stats.future_events_dropped,
+    );
+    if stats.journal != JournalStats::default() {
+        let journal = &stats.journal;
+        telemetry
+            .correlator_journal_bytes
+            .get_or_create(&labels)
+            .set(i64::try_from(journal.bytes).unwrap_or(i64::MAX));
+        for (reason, count) in [("full", journal.dropped_for_size), ("io", journal.failed)] {
+            let labels = vec![
+                ("processor".to_string(), id.to_string()),
+                ("reason".to_string(), reason.to_string()),
+            ];
             catch_up(
-                &telemetry.correlator_future_events.get_or_create(&labels),
-                stats.future_events_dropped,
+                &telemetry.correlator_journal_lost.get_or_create(&labels),
+                count,
             );
-            if stats.journal != JournalStats::default() {
-                let journal = &stats.journal;
-                telemetry
-                    .correlator_journal_bytes
-                    .get_or_create(&labels)
-                    .set(i64::try_from(journal.bytes).unwrap_or(i64::MAX));
-                for (reason, count) in [("full", journal.dropped_for_size), ("io", journal.failed)]
-                {
-                    let labels = vec![
-                        ("processor".to_string(), id.clone()),
-                        ("reason".to_string(), reason.to_string()),
-                    ];
-                    catch_up(
-                        &telemetry.correlator_journal_lost.get_or_create(&labels),
-                        count,
-                    );
-                }
-            }
         }
     }
 }

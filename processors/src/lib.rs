@@ -24,6 +24,6 @@ pub mod processor;
 pub mod resource;
 pub mod tagger;
 
-pub use correlator::extract::CorrelatorEvents;
+pub use correlator::CorrelatorEvents;
 pub use processor::{Processor, ProcessorChain};
 pub use tagger::Taggable;

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::api_request_storm::ApiRequestStormConfig;
-use super::finalizer_leak::FinalizerLeakConfig;
-use super::journal::JournalConfig;
-use super::reconcile_loop::ReconcileLoopConfig;
-use super::resource_leak::ResourceLeakConfig;
-use super::write_conflict::WriteConflictConfig;
+use crate::correlator::detectors::api_request_storm::ApiRequestStormConfig;
+use crate::correlator::detectors::finalizer_leak::FinalizerLeakConfig;
+use crate::correlator::detectors::reconcile_loop::ReconcileLoopConfig;
+use crate::correlator::detectors::resource_leak::ResourceLeakConfig;
+use crate::correlator::detectors::write_conflict::WriteConflictConfig;
+use crate::correlator::lifecycle::journal::JournalConfig;
 use opscope_model::config::{FieldError, Validate, duration, positive};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -14,11 +14,12 @@ use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::{Nanos, now_unix_nanos};
 use opscope_storage::LogError;
 
-use super::events::Event;
-use super::extract::CorrelatorEvents;
-use super::journal::{Journal, Journaled};
-use super::{Correlator, CorrelatorConfig, CorrelatorStats};
 use crate::Processor;
+use crate::correlator::intake::events::Event;
+use crate::correlator::intake::extract::CorrelatorEvents;
+use crate::correlator::lifecycle::journal::{Journal, Journaled};
+use crate::correlator::lifecycle::tick::tick_time;
+use crate::correlator::{Correlator, CorrelatorConfig, CorrelatorStats};
 
 /// Receives signal changes (firing, updated, resolved) as the correlator emits them.
 pub type SignalSink = Arc<dyn Fn(Vec<Signal>) + Send + Sync>;
@@ -174,15 +175,12 @@ impl SharedCorrelator {
         self.emit(signals);
     }
 
-    /// Moves event time along with the wall clock, less the lateness, so leak ages and
-    /// resolutions progress without new data while data that arrives late within the
-    /// lateness still counts.
+    /// Moves event time along with the wall clock, less the lateness (see
+    /// [`Ticker`](crate::correlator::Ticker)), and emits what that fires or resolves.
     pub fn tick(&self, wall_clock: Nanos) {
         let signals = {
             let mut correlator = self.lock();
-            let now = correlator
-                .watermark()
-                .max(wall_clock.saturating_sub(self.lateness));
+            let now = tick_time(correlator.watermark(), wall_clock, self.lateness);
             correlator.advance(now)
         };
         self.emit(signals);

@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-pub(crate) use super::events::{
+pub(crate) use crate::correlator::intake::events::{
     ApiTraffic, ApiTrafficEvent, Counter, CounterEvent, Event, Outcome,
 };
 
-use super::events::{
+use super::{Correlator, CorrelatorConfig};
+use crate::correlator::intake::events::{
     GaugeEvent, ObjectEvent, ObjectEventKind, ObjectState, Reconcile, RecordPlace, Write,
 };
-use super::{Correlator, CorrelatorConfig};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 use opscope_model::signal::Signal;
 use opscope_model::timestamp::NANOS_PER_SECOND;

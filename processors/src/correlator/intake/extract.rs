@@ -28,8 +28,8 @@ use opscope_model::semconv::*;
 use opscope_model::timestamp::Nanos;
 use opscope_model::timestamp::parse_rfc3339;
 
-use super::resource_leak::watches;
 use super::tagged::Tagged;
+use crate::correlator::detectors::resource_leak::watches;
 use opscope_model::kubernetes::api_call::{ApiCall, api_call_from_span};
 
 const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete"];

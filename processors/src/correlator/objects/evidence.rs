@@ -3,8 +3,8 @@
 
 use std::cell::OnceCell;
 
-use super::compact::boundary;
-use super::events::RecordPlace;
+use crate::correlator::compact::boundary;
+use crate::correlator::intake::events::RecordPlace;
 use opscope_model::signal::MAX_EVIDENCE;
 
 /// The evidence reference of one event, written the first time a detector keeps it:

@@ -6,7 +6,7 @@ use opscope_proto::otlp::metrics::v1::{Gauge, ResourceMetrics, ScopeMetrics, Sum
 use opscope_proto::otlp::resource::v1::Resource;
 
 use super::*;
-use crate::correlator::events::ObjectEvent;
+use crate::correlator::intake::events::ObjectEvent;
 use crate::correlator::test_support::run;
 use crate::otlp_builders::*;
 use crate::tagger::{OperatorTagger, TaggerConfig};
@@ -23,12 +23,13 @@ mod tagged_end_to_end;
 mod writes_and_states;
 
 const BRIDGE_LOGS: &str =
-    include_str!("../../../tests/fixtures/otlp/controller_runtime_otel_bridge_logs.json");
-const METRICS: &str = include_str!("../../../tests/fixtures/otlp/controller_runtime_metrics.json");
+    include_str!("../../../../tests/fixtures/otlp/controller_runtime_otel_bridge_logs.json");
+const METRICS: &str =
+    include_str!("../../../../tests/fixtures/otlp/controller_runtime_metrics.json");
 const SPANS_409: &str =
-    include_str!("../../../tests/fixtures/spans/otelhttp_client_status_patch_409.json");
+    include_str!("../../../../tests/fixtures/spans/otelhttp_client_status_patch_409.json");
 const STATUS_UPDATES: &str =
-    include_str!("../../../tests/fixtures/audit/status_update_request_response.jsonl");
+    include_str!("../../../../tests/fixtures/audit/status_update_request_response.jsonl");
 
 const POD: &str = "kuberay-operator-6c9f7d8b9-x2x7q";
 /// The resource of a KubeRay operator pod once tagged.

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::hash_parts;
-use super::events::{ApiTraffic, ApiTrafficEvent, ConnectionOutcome, InstanceKey};
-use super::instance_table::{InstanceState, InstanceTable};
-use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::running_totals::{Growth, RunningTotals, Sample};
-use super::window::{Bucket, BucketRing, nanos};
+use crate::correlator::compact::hash_parts;
+use crate::correlator::instances::instance_table::InstanceTable;
+use crate::correlator::instances::running_totals::{Growth, RunningTotals, Sample};
+use crate::correlator::intake::events::{ApiTraffic, ApiTrafficEvent, ConnectionOutcome};
+use crate::correlator::lifecycle::signal::{Finding, figures, severity_for};
+use crate::correlator::window::{Bucket, BucketRing, nanos};
 use opscope_model::config::{FieldError, Validate, duration, positive};
 use opscope_model::kubernetes::{ObjectRef, OperatorRef};
 use opscope_model::signal::{Signal, SignalState, SignalType};
@@ -197,55 +197,19 @@ struct Rates {
     newest: Nanos,
 }
 
-/// What the detector keeps of one operator pod.
-#[derive(Debug, Clone)]
+/// What the detector keeps of one operator pod's traffic.
+#[derive(Debug, Clone, Default)]
 struct PodTraffic {
-    operator: OperatorRef,
-    /// The pod, which the signal is about.
-    pod: ObjectRef,
-    last_seen: Nanos,
     totals: RunningTotals<MAX_SERIES>,
     /// Increases over the detector's duration; created with the first one.
     traffic: Option<BucketRing<Traffic>>,
     /// The newest sample at which the send rate was first found above the threshold.
     above_since: Option<Nanos>,
-    signal: Option<SignalTrack>,
-}
-
-impl InstanceState for PodTraffic {
-    fn new(key: &InstanceKey, operator: OperatorRef) -> Self {
-        Self {
-            operator,
-            pod: key.pod(),
-            last_seen: 0,
-            totals: RunningTotals::default(),
-            traffic: None,
-            above_since: None,
-            signal: None,
-        }
-    }
-
-    fn operator_mut(&mut self) -> &mut OperatorRef {
-        &mut self.operator
-    }
-
-    fn last_seen(&self) -> Nanos {
-        self.last_seen
-    }
-
-    fn signal(&self) -> Option<&SignalTrack> {
-        self.signal.as_ref()
-    }
-
-    fn into_signal(self) -> Option<SignalTrack> {
-        self.signal
-    }
 }
 
 impl PodTraffic {
     /// Takes one sample; false when the pod follows as many running totals as it may.
     fn record(&mut self, event: &ApiTrafficEvent, config: &ApiRequestStormConfig) -> bool {
-        self.last_seen = self.last_seen.max(event.time);
         let growth = if event.cumulative {
             self.growth_of_total(event, config)
         } else {
@@ -306,29 +270,16 @@ impl PodTraffic {
             .rates()
     }
 
-    fn evaluate(
+    /// A storm of `pod` while the send rate holds above the threshold (fires once it
+    /// has for the duration, holds while `firing`); none once it falls below.
+    fn finding(
         &mut self,
+        pod: &ObjectRef,
+        firing: bool,
         config: &ApiRequestStormConfig,
         now: Nanos,
-        update_interval: Nanos,
-    ) -> Option<Signal> {
-        let finding = self.finding(config, now);
-        let key = self.pod.key();
-        let subject = Subject {
-            signal: SignalType::ApiRequestStorm,
-            key: &key,
-            object: &self.pod,
-            operator: &self.operator,
-            controller: "",
-        };
-        step(&mut self.signal, finding, &subject, now, update_interval)
-    }
-
-    /// A storm while the send rate holds above the threshold (fires once it has for
-    /// the duration); none once it falls below.
-    fn finding(&mut self, config: &ApiRequestStormConfig, now: Nanos) -> Option<Finding<'static>> {
+    ) -> Option<Finding<'static>> {
         let threshold = config.min_sends_per_second;
-        let firing = self.signal.is_some();
         let rates = self.recent_rates(config, now).filter(|rates| {
             if firing {
                 rates.sends_per_second >= threshold
@@ -355,7 +306,7 @@ impl PodTraffic {
         } else {
             StormCause::SelfTriggeredOrRetryStorm
         };
-        let pod = format!("pod {}/{}", self.pod.namespace, self.pod.name);
+        let pod = format!("pod {}/{}", pod.namespace, pod.name);
         let mut evidence = vec![format!(
             "counter opscope.ebpf.api_server.send_calls of {pod}"
         )];
@@ -422,7 +373,10 @@ impl StormDetector {
     ) -> bool {
         self.pods
             .entry(&event.operator, &event.instance, now, out)
-            .is_some_and(|pod| pod.record(&event, &self.config))
+            .is_some_and(|pod| {
+                pod.seen(event.time);
+                pod.state.record(&event, &self.config)
+            })
     }
 
     /// Evaluates every pod once per evaluation interval of event time, and forgets
@@ -439,7 +393,9 @@ impl StormDetector {
         }
         self.next_evaluation = now.saturating_add(nanos(EVALUATION_INTERVAL));
         for pod in self.pods.values_mut() {
-            out.extend(pod.evaluate(&self.config, now, update_interval));
+            let firing = pod.firing();
+            let finding = pod.state.finding(&pod.pod, firing, &self.config, now);
+            out.extend(pod.step(SignalType::ApiRequestStorm, finding, now, update_interval));
         }
         if let Some(cutoff) = now.checked_sub(idle_expiry) {
             self.pods.forget_idle(cutoff);
@@ -454,9 +410,9 @@ impl StormDetector {
     #[cfg(test)]
     pub(crate) fn footprint_per_instance(&self) -> impl Iterator<Item = usize> {
         self.pods.values().map(|pod| {
-            std::mem::size_of::<PodTraffic>()
-                + pod.totals.footprint()
-                + pod.traffic.as_ref().map_or(0, BucketRing::footprint)
+            std::mem::size_of_val(pod)
+                + pod.state.totals.footprint()
+                + pod.state.traffic.as_ref().map_or(0, BucketRing::footprint)
         })
     }
 
@@ -482,7 +438,7 @@ impl StormDetector {
                     same_operator(&pod.operator, &signal.operator)
                 }
             })
-            .filter_map(|pod| pod.recent_rates(&self.config, now))
+            .filter_map(|pod| pod.state.recent_rates(&self.config, now))
             .map(|rates| (rates.sends_per_second, rates.refused_per_minute))
             .reduce(|(sends, refused), (more_sends, more_refused)| {
                 (sends + more_sends, refused + more_refused)
@@ -510,8 +466,8 @@ fn same_operator(of_pod: &OperatorRef, of_signal: &OperatorRef) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
     use super::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::Severity;
 
     const POD: &str = "widget-operator-5d6b8c9f7-q8w2z";

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::bounded;
-use super::events::{GaugeEvent, InstanceKey};
-use super::gauge_series::{GaugeSeries, Trend};
-use super::instance_table::{InstanceState, InstanceTable};
-use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::window::nanos;
+use crate::correlator::compact::bounded;
+use crate::correlator::instances::gauge_series::{GaugeSeries, Trend};
+use crate::correlator::instances::instance_table::InstanceTable;
+use crate::correlator::intake::events::GaugeEvent;
+use crate::correlator::lifecycle::signal::{Finding, figures, severity_for};
+use crate::correlator::window::nanos;
 use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::config::{positive, share};
-use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use opscope_model::kubernetes::ObjectRef;
 use opscope_model::signal::{MAX_EVIDENCE, Signal, SignalType};
 use opscope_model::timestamp::Nanos;
 
@@ -184,46 +184,13 @@ impl WatchedGauge {
     }
 }
 
-/// What the leak detector keeps about one operator instance.
-#[derive(Debug, Clone)]
-struct Instance {
-    operator: OperatorRef,
-    /// The instance as an object: its pod.
-    pod: ObjectRef,
-    last_seen: Nanos,
+/// What the leak detector keeps about one operator instance: its watched gauges.
+#[derive(Debug, Clone, Default)]
+struct InstanceGauges {
     gauges: Vec<WatchedGauge>,
-    signal: Option<SignalTrack>,
 }
 
-impl InstanceState for Instance {
-    fn new(key: &InstanceKey, operator: OperatorRef) -> Self {
-        Self {
-            operator,
-            pod: key.pod(),
-            last_seen: 0,
-            gauges: Vec::new(),
-            signal: None,
-        }
-    }
-
-    fn operator_mut(&mut self) -> &mut OperatorRef {
-        &mut self.operator
-    }
-
-    fn last_seen(&self) -> Nanos {
-        self.last_seen
-    }
-
-    fn signal(&self) -> Option<&SignalTrack> {
-        self.signal.as_ref()
-    }
-
-    fn into_signal(self) -> Option<SignalTrack> {
-        self.signal
-    }
-}
-
-impl Instance {
+impl InstanceGauges {
     /// Takes one sample; false when the instance follows as many gauges as it may.
     fn record(
         &mut self,
@@ -231,7 +198,6 @@ impl Instance {
         cause: LeakCause,
         config: &ResourceLeakConfig,
     ) -> bool {
-        self.last_seen = self.last_seen.max(event.time);
         if let Some(gauge) = self
             .gauges
             .iter_mut()
@@ -254,26 +220,15 @@ impl Instance {
         true
     }
 
-    fn evaluate(
+    /// A leak of the instance's `pod` while a gauge grows steadily, or, while `firing`,
+    /// still rises.
+    fn finding(
         &mut self,
+        pod: &ObjectRef,
+        firing: bool,
         config: &ResourceLeakConfig,
         now: Nanos,
-        update_interval: Nanos,
-    ) -> Option<Signal> {
-        let finding = self.finding(config, now);
-        let key = self.pod.key();
-        let subject = Subject {
-            signal: SignalType::ResourceLeak,
-            key: &key,
-            object: &self.pod,
-            operator: &self.operator,
-            controller: "",
-        };
-        step(&mut self.signal, finding, &subject, now, update_interval)
-    }
-
-    fn finding(&mut self, config: &ResourceLeakConfig, now: Nanos) -> Option<Finding<'static>> {
-        let firing = self.signal.is_some();
+    ) -> Option<Finding<'static>> {
         let mut growing: Vec<(&WatchedGauge, Trend)> = Vec::new();
         for gauge in &mut self.gauges {
             if let Some(assessment) = gauge.assess(config, now)
@@ -291,12 +246,7 @@ impl Instance {
         let evidence = growing
             .iter()
             .take(MAX_EVIDENCE)
-            .map(|(gauge, _)| {
-                format!(
-                    "gauge {} of pod {}/{}",
-                    gauge.name, self.pod.namespace, self.pod.name
-                )
-            })
+            .map(|(gauge, _)| format!("gauge {} of pod {}/{}", gauge.name, pod.namespace, pod.name))
             .collect();
         Some(leak_finding(gauge, trend, evidence, config, now))
     }
@@ -334,7 +284,7 @@ fn leak_finding(
 #[derive(Debug, Clone)]
 pub(crate) struct LeakDetector {
     config: ResourceLeakConfig,
-    instances: InstanceTable<Instance>,
+    instances: InstanceTable<InstanceGauges>,
     next_sweep: Nanos,
 }
 
@@ -365,7 +315,10 @@ impl LeakDetector {
         };
         self.instances
             .entry(&event.operator, &event.instance, now, out)
-            .is_some_and(|instance| instance.record(&event, cause, &self.config))
+            .is_some_and(|instance| {
+                instance.seen(event.time);
+                instance.state.record(&event, cause, &self.config)
+            })
     }
 
     /// Evaluates every instance once per sample interval of event time, and forgets
@@ -382,7 +335,11 @@ impl LeakDetector {
         }
         self.next_sweep = now.saturating_add(nanos(self.config.sample_interval));
         for instance in self.instances.values_mut() {
-            out.extend(instance.evaluate(&self.config, now, update_interval));
+            let firing = instance.firing();
+            let finding = instance
+                .state
+                .finding(&instance.pod, firing, &self.config, now);
+            out.extend(instance.step(SignalType::ResourceLeak, finding, now, update_interval));
         }
         if let Some(cutoff) = now.checked_sub(idle_expiry) {
             self.instances.forget_idle(cutoff);
@@ -397,9 +354,10 @@ impl LeakDetector {
     #[cfg(test)]
     pub(crate) fn footprint_per_instance(&self) -> impl Iterator<Item = usize> {
         self.instances.values().map(|instance| {
-            std::mem::size_of::<Instance>()
-                + instance.gauges.capacity() * std::mem::size_of::<WatchedGauge>()
+            std::mem::size_of_val(instance)
+                + instance.state.gauges.capacity() * std::mem::size_of::<WatchedGauge>()
                 + instance
+                    .state
                     .gauges
                     .iter()
                     .map(|gauge| gauge.name.capacity() + gauge.series.footprint())
@@ -410,8 +368,8 @@ impl LeakDetector {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
     use super::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::{Severity, SignalState};
 
     fn leak_signals(signals: &[Signal]) -> Vec<&Signal> {

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::compact::bounded;
 use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
 use opscope_model::timestamp::Nanos;
 
@@ -156,34 +155,6 @@ pub struct ObjectState {
     pub deletion_timestamp: Option<Nanos>,
     /// `None` when the record does not show finalizers, `Some(empty)` when it shows none.
     pub finalizers: Option<Vec<String>>,
-}
-
-/// One operator instance (pod), as the detectors of instance signals key it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct InstanceKey {
-    /// The operator's namespace, which is its pod's.
-    pub(crate) namespace: Name,
-    /// The pod name, cut to a bound.
-    pub(crate) instance: Name,
-}
-
-impl InstanceKey {
-    pub(crate) fn new(operator: &OperatorRef, instance: &str) -> Self {
-        Self {
-            namespace: operator.namespace.clone(),
-            instance: bounded(instance),
-        }
-    }
-
-    /// The instance as an object: its pod, which instance signals are about.
-    pub(crate) fn pod(&self) -> ObjectRef {
-        ObjectRef {
-            kind: Name::const_new("Pod"),
-            namespace: self.namespace.clone(),
-            name: self.instance.clone(),
-            ..ObjectRef::default()
-        }
-    }
 }
 
 /// A runtime measurement of one operator instance (`workqueue_depth`,

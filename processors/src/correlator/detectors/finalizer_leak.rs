@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::bounded;
-use super::events::{ObjectState, Outcome};
-use super::evidence::{Evidence, LazyReference};
-use super::lifecycle::{CRITICAL_FACTOR, Finding, SignalTrack, figures, severity_for};
-use super::recent_reconciles::ReconcileNote;
-use super::window::nanos;
+use crate::correlator::compact::bounded;
+use crate::correlator::intake::events::{ObjectState, Outcome};
+use crate::correlator::lifecycle::signal::{
+    CRITICAL_FACTOR, Finding, SignalTrack, figures, severity_for,
+};
+use crate::correlator::objects::evidence::{Evidence, LazyReference};
+use crate::correlator::objects::recent_reconciles::ReconcileNote;
+use crate::correlator::window::nanos;
 use opscope_model::config::positive;
 use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::timestamp::Nanos;
@@ -302,7 +304,7 @@ impl FinalizerCause {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
     fn finalizer_signals(signals: &[Signal]) -> Vec<&Signal> {
@@ -314,9 +316,9 @@ mod tests {
 
     #[test]
     fn only_an_object_shown_deleted_or_with_finalizers_holds_their_state() {
-        use super::super::events::ObjectState;
-        use super::super::recent_reconciles::ReconcileNote;
         use super::{FinalizerState, Outcome};
+        use crate::correlator::intake::events::ObjectState;
+        use crate::correlator::objects::recent_reconciles::ReconcileNote;
         let mut state = FinalizerState::default();
         let no_finalizers = ObjectState {
             finalizers: Some(Vec::new()),

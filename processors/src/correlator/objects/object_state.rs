@@ -1,20 +1,20 @@
 //! What the correlator keeps about one object: who it is, its recent reconciles, the
 //! state of each object detector and their signals. Events go in, signals come out.
 
-use super::compact::{bound_operator, bounded, hash_text};
-use super::config::CorrelatorConfig;
-use super::events::{
-    ObjectEvent, ObjectEventKind, ObjectState, Outcome, Reconcile, RecordPlace, Write,
-};
 use super::evidence::LazyReference;
-use super::finalizer_leak::{self, FinalizerState};
-use super::lifecycle::{SignalTrack, Subject, step};
 use super::overlap::Run;
 use super::recent_reconciles::{RecentReconciles, ReconcileNote};
-use super::reconcile_loop::{self, LoopState};
-use super::window::nanos;
-use super::write_conflict::{self, ConflictState};
 use super::writers::Writer;
+use crate::correlator::compact::{bound_operator, bounded, hash_text};
+use crate::correlator::config::CorrelatorConfig;
+use crate::correlator::detectors::finalizer_leak::{self, FinalizerState};
+use crate::correlator::detectors::reconcile_loop::{self, LoopState};
+use crate::correlator::detectors::write_conflict::{self, ConflictState};
+use crate::correlator::intake::events::{
+    ObjectEvent, ObjectEventKind, ObjectState, Outcome, Reconcile, RecordPlace, Write,
+};
+use crate::correlator::lifecycle::signal::{SignalTrack, Subject, step};
+use crate::correlator::window::nanos;
 use opscope_model::kubernetes::{Name, ObjectKey, ObjectRef, OperatorRef};
 use opscope_model::signal::{Signal, SignalType};
 use opscope_model::timestamp::Nanos;

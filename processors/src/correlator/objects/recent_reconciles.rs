@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::compact::hash_text;
+use crate::correlator::compact::hash_text;
 use opscope_model::timestamp::Nanos;
 
 /// Reconcile ids remembered per object.

@@ -5,7 +5,7 @@ use opscope_proto::otlp::common::v1::InstrumentationScope;
 
 use super::*;
 use crate::correlator::Correlator;
-use crate::correlator::events::{ApiTraffic, ApiTrafficEvent, ConnectionOutcome};
+use crate::correlator::intake::events::{ApiTraffic, ApiTrafficEvent, ConnectionOutcome};
 use crate::correlator::test_support::correlator;
 use opscope_model::signal::{Signal, SignalState};
 

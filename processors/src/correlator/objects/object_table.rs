@@ -13,7 +13,7 @@ use opscope_model::kubernetes::kinds::push_plural_of_kind;
 use opscope_model::kubernetes::{Name, ObjectKey};
 
 use super::object_state::{Settlement, TrackedObject};
-use super::scheduler::DueQueue;
+use crate::correlator::lifecycle::scheduler::DueQueue;
 use opscope_model::timestamp::Nanos;
 
 /// One tracked object with its place in the table's orders.

@@ -8,14 +8,15 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::compact::{bounded, hash_parts};
-use super::events::{Counter, CounterEvent, InstanceKey};
-use super::instance_table::{InstanceState, InstanceTable};
-use super::lifecycle::{Finding, SignalTrack, Subject, figures, severity_for, step};
-use super::running_totals::{Growth, RunningTotals, Sample};
-use super::window::{Bucket, BucketRing, nanos};
 use super::write_conflict::{ConflictCause, WriteConflictConfig};
-use opscope_model::kubernetes::{ObjectRef, OperatorRef};
+use crate::correlator::compact::{bounded, hash_parts};
+use crate::correlator::instances::instance_state::TrackedInstance;
+use crate::correlator::instances::instance_table::InstanceTable;
+use crate::correlator::instances::running_totals::{Growth, RunningTotals, Sample};
+use crate::correlator::intake::events::{Counter, CounterEvent};
+use crate::correlator::lifecycle::signal::{Finding, figures, severity_for};
+use crate::correlator::window::{Bucket, BucketRing, nanos};
+use opscope_model::kubernetes::ObjectRef;
 use opscope_model::signal::{MAX_EVIDENCE, Signal, SignalState, SignalType};
 use opscope_model::timestamp::Nanos;
 
@@ -47,49 +48,15 @@ struct Rate {
 }
 
 /// What is kept of one operator instance's counters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct InstanceCounters {
-    operator: OperatorRef,
-    pod: ObjectRef,
-    last_seen: Nanos,
     totals: RunningTotals<MAX_SERIES>,
     rates: Vec<Rate>,
-    signal: Option<SignalTrack>,
-}
-
-impl InstanceState for InstanceCounters {
-    fn new(key: &InstanceKey, operator: OperatorRef) -> Self {
-        Self {
-            operator,
-            pod: key.pod(),
-            last_seen: 0,
-            totals: RunningTotals::default(),
-            rates: Vec::new(),
-            signal: None,
-        }
-    }
-
-    fn operator_mut(&mut self) -> &mut OperatorRef {
-        &mut self.operator
-    }
-
-    fn last_seen(&self) -> Nanos {
-        self.last_seen
-    }
-
-    fn signal(&self) -> Option<&SignalTrack> {
-        self.signal.as_ref()
-    }
-
-    fn into_signal(self) -> Option<SignalTrack> {
-        self.signal
-    }
 }
 
 impl InstanceCounters {
     /// Takes one sample; false when the instance follows as many series as it may.
     fn record(&mut self, event: &CounterEvent, window: Duration) -> bool {
-        self.last_seen = self.last_seen.max(event.time);
         let increase = if event.cumulative {
             match self.increase_of_total(event) {
                 Some(increase) => increase,
@@ -194,7 +161,10 @@ impl OperatorCounters {
         let window = self.conflict.window;
         self.instances
             .entry(&event.operator, &event.instance, now, out)
-            .is_some_and(|instance| instance.record(&event, window))
+            .is_some_and(|instance| {
+                instance.seen(event.time);
+                instance.state.record(&event, window)
+            })
     }
 
     /// Evaluates the conflict signal of every instance once per evaluation interval of
@@ -225,21 +195,7 @@ impl OperatorCounters {
             })
             .collect();
         for (instance, finding) in self.instances.values_mut().zip(findings) {
-            let key = instance.pod.key();
-            let subject = Subject {
-                signal: SignalType::WriteConflict,
-                key: &key,
-                object: &instance.pod,
-                operator: &instance.operator,
-                controller: "",
-            };
-            out.extend(step(
-                &mut instance.signal,
-                finding,
-                &subject,
-                now,
-                update_interval,
-            ));
+            out.extend(instance.step(SignalType::WriteConflict, finding, now, update_interval));
         }
         if let Some(cutoff) = now.checked_sub(idle_expiry) {
             self.instances.forget_idle(cutoff);
@@ -265,7 +221,7 @@ impl OperatorCounters {
         };
         let total = |counter: Counter, controller: Option<&str>| {
             instances()
-                .filter_map(|instance| instance.increase(counter, controller, now))
+                .filter_map(|instance| instance.state.increase(counter, controller, now))
                 .reduce(|a, b| a + b)
         };
         let added: Vec<(&str, Option<f64>)> = match signal.signal {
@@ -308,6 +264,7 @@ impl OperatorCounters {
         let mut conflicted: BTreeMap<&str, Vec<&ObjectRef>> = BTreeMap::new();
         for instance in self.instances.values() {
             if instance
+                .state
                 .increase(Counter::ApiConflicts, None, now)
                 .is_some_and(|conflicts| conflicts > 0.0)
             {
@@ -324,14 +281,14 @@ impl OperatorCounters {
 /// Whether an instance's 409s make a conflict at `now`: one pod of the operator
 /// receiving them points at a stale cache, several at writers competing.
 fn conflict_finding(
-    instance: &InstanceCounters,
+    instance: &TrackedInstance<InstanceCounters>,
     conflicted: &BTreeMap<&str, Vec<&ObjectRef>>,
     config: &WriteConflictConfig,
     now: Nanos,
 ) -> Option<Finding<'static>> {
-    let conflicts = instance.increase(Counter::ApiConflicts, None, now)?;
+    let conflicts = instance.state.increase(Counter::ApiConflicts, None, now)?;
     let threshold = f64::from(config.min_conflicts);
-    let holds = if instance.signal.is_some() {
+    let holds = if instance.firing() {
         conflicts > 0.0
     } else {
         conflicts >= threshold
@@ -356,6 +313,7 @@ fn conflict_finding(
         ("instances", pods.len().max(1) as f64),
     ]);
     if let Some(requests) = instance
+        .state
         .increase(Counter::ApiRequests, None, now)
         .filter(|requests| *requests > 0.0)
     {
@@ -387,8 +345,8 @@ fn conflict_finding(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
     use super::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::{Severity, SignalType};
 
     fn conflict_signals(signals: &[Signal]) -> Vec<&Signal> {

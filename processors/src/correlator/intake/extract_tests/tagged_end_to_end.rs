@@ -169,8 +169,8 @@ fn a_failed_reconcile_trace_tagged_then_extracted_is_one_reconcile_that_failed()
 fn spans_tagged_without_the_api_attributes_give_the_same_events() {
     let fixtures = [
         SPANS_409,
-        include_str!("../../../tests/fixtures/spans/otelhttp_client_old_conventions.json"),
-        include_str!("../../../tests/fixtures/spans/kube_apiserver_handlers.json"),
+        include_str!("../../../../tests/fixtures/spans/otelhttp_client_old_conventions.json"),
+        include_str!("../../../../tests/fixtures/spans/kube_apiserver_handlers.json"),
     ];
     for fixture in fixtures {
         let events_when = |api_attributes: bool| {

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::bounded;
-use super::events::Outcome;
-use super::evidence::{Evidence, LazyReference};
-use super::field_churn::{Churn, FieldChurn};
-use super::lifecycle::{Finding, figures, severity_for};
-use super::recent_reconciles::ReconcileNote;
-use super::window::{Bucket, BucketRing, nanos};
-use super::writers::SpecWrites;
+use crate::correlator::compact::bounded;
+use crate::correlator::intake::events::Outcome;
+use crate::correlator::lifecycle::signal::{Finding, figures, severity_for};
+use crate::correlator::objects::evidence::{Evidence, LazyReference};
+use crate::correlator::objects::field_churn::{Churn, FieldChurn};
+use crate::correlator::objects::recent_reconciles::ReconcileNote;
+use crate::correlator::objects::writers::SpecWrites;
+use crate::correlator::window::{Bucket, BucketRing, nanos};
 use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::config::{positive, share};
 use opscope_model::signal::MAX_EVIDENCE;
@@ -428,12 +428,12 @@ impl LoopCause<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
     use super::*;
-    use crate::correlator::events::RecordPlace;
-    use opscope_model::signal::{Severity, SignalState, SignalType};
+    use crate::correlator::intake::events::RecordPlace;
+    use crate::correlator::test_support::*;
+    use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
-    fn loop_signals(signals: &[super::super::Signal]) -> Vec<&super::super::Signal> {
+    fn loop_signals(signals: &[Signal]) -> Vec<&Signal> {
         signals
             .iter()
             .filter(|s| s.signal == SignalType::ReconcileLoop)

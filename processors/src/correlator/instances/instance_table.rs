@@ -4,30 +4,50 @@
 
 use std::collections::BTreeMap;
 
-use super::compact::bound_operator;
-use super::events::InstanceKey;
-use super::lifecycle::SignalTrack;
-use opscope_model::kubernetes::OperatorRef;
+use super::instance_state::TrackedInstance;
+use crate::correlator::compact::{bound_operator, bounded};
+use crate::correlator::lifecycle::signal::SignalTrack;
+use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
 use opscope_model::signal::Signal;
 use opscope_model::timestamp::Nanos;
 
-/// What a detector keeps about one instance.
-pub(crate) trait InstanceState {
-    fn new(key: &InstanceKey, operator: OperatorRef) -> Self;
-    fn operator_mut(&mut self) -> &mut OperatorRef;
-    fn last_seen(&self) -> Nanos;
-    fn signal(&self) -> Option<&SignalTrack>;
-    fn into_signal(self) -> Option<SignalTrack>;
+/// One operator instance (pod), as the table keys it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct InstanceKey {
+    /// The operator's namespace, which is its pod's.
+    namespace: Name,
+    /// The pod name, cut to a bound.
+    instance: Name,
 }
 
+impl InstanceKey {
+    fn new(operator: &OperatorRef, instance: &str) -> Self {
+        Self {
+            namespace: operator.namespace.clone(),
+            instance: bounded(instance),
+        }
+    }
+
+    /// The instance as an object: its pod, which instance signals are about.
+    fn pod(&self) -> ObjectRef {
+        ObjectRef {
+            kind: Name::const_new("Pod"),
+            namespace: self.namespace.clone(),
+            name: self.instance.clone(),
+            ..ObjectRef::default()
+        }
+    }
+}
+
+/// The instances one detector follows, with what it keeps of each (`T`).
 #[derive(Debug, Clone)]
 pub(crate) struct InstanceTable<T> {
-    instances: BTreeMap<InstanceKey, T>,
+    instances: BTreeMap<InstanceKey, TrackedInstance<T>>,
     max_instances: usize,
     evicted: u64,
 }
 
-impl<T: InstanceState> InstanceTable<T> {
+impl<T: Default> InstanceTable<T> {
     pub(crate) fn new(max_instances: usize) -> Self {
         Self {
             instances: BTreeMap::new(),
@@ -55,7 +75,7 @@ impl<T: InstanceState> InstanceTable<T> {
         instance: &str,
         now: Nanos,
         out: &mut Vec<Signal>,
-    ) -> Option<&mut T> {
+    ) -> Option<&mut TrackedInstance<T>> {
         if instance.is_empty() {
             return None;
         }
@@ -65,22 +85,21 @@ impl<T: InstanceState> InstanceTable<T> {
         if !self.instances.contains_key(&key) {
             self.make_room(now, out);
         }
-        let state = self
+        let tracked = self
             .instances
             .entry(key)
-            .or_insert_with_key(|key| T::new(key, operator.clone()));
-        let known = state.operator_mut();
-        if *known != operator {
-            *known = operator;
+            .or_insert_with_key(|key| TrackedInstance::new(key.pod(), operator.clone()));
+        if tracked.operator != operator {
+            tracked.operator = operator;
         }
-        Some(state)
+        Some(tracked)
     }
 
-    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &TrackedInstance<T>> {
         self.instances.values()
     }
 
-    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut TrackedInstance<T>> {
         self.instances.values_mut()
     }
 
@@ -88,13 +107,13 @@ impl<T: InstanceState> InstanceTable<T> {
     pub(crate) fn active(&self) -> impl Iterator<Item = &Signal> {
         self.instances
             .values()
-            .filter_map(|instance| instance.signal().map(SignalTrack::signal))
+            .filter_map(|instance| instance.signal.as_ref().map(SignalTrack::signal))
     }
 
     /// Forgets the instances not seen since `cutoff` that have nothing firing.
     pub(crate) fn forget_idle(&mut self, cutoff: Nanos) {
         self.instances
-            .retain(|_, instance| instance.signal().is_some() || instance.last_seen() > cutoff);
+            .retain(|_, instance| instance.firing() || instance.last_seen > cutoff);
     }
 
     fn make_room(&mut self, now: Nanos, out: &mut Vec<Signal>) {
@@ -104,11 +123,11 @@ impl<T: InstanceState> InstanceTable<T> {
         let oldest = self
             .instances
             .iter()
-            .min_by_key(|(_, instance)| (instance.signal().is_some(), instance.last_seen()))
+            .min_by_key(|(_, instance)| (instance.firing(), instance.last_seen))
             .map(|(key, _)| key.clone());
         if let Some(instance) = oldest.and_then(|key| self.instances.remove(&key)) {
             self.evicted += 1;
-            out.extend(instance.into_signal().map(|signal| signal.resolve(now)));
+            out.extend(instance.signal.map(|signal| signal.resolve(now)));
         }
     }
 }

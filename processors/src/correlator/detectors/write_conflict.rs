@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::compact::hash_text;
-use super::evidence::{Evidence, LazyReference};
-use super::lifecycle::{Finding, figures, severity_for};
-use super::overlap::{ReconcileOverlap, Run};
-use super::window::{Bucket, BucketRing, nanos};
-use super::writers::{RecentWriters, Writer};
+use crate::correlator::compact::hash_text;
+use crate::correlator::lifecycle::signal::{Finding, figures, severity_for};
+use crate::correlator::objects::evidence::{Evidence, LazyReference};
+use crate::correlator::objects::overlap::{ReconcileOverlap, Run};
+use crate::correlator::objects::writers::{RecentWriters, Writer};
+use crate::correlator::window::{Bucket, BucketRing, nanos};
 use opscope_model::config::positive;
 use opscope_model::config::{FieldError, Validate, duration};
 use opscope_model::timestamp::Nanos;
@@ -235,7 +235,7 @@ impl ConflictCause {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
+    use crate::correlator::test_support::*;
     use opscope_model::signal::{Severity, Signal, SignalState, SignalType};
 
     fn conflict_signals(signals: &[Signal]) -> Vec<&Signal> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::test_support::*;
-use super::{ApiRequestStormConfig, Correlator, CorrelatorConfig, ResourceLeakConfig};
+use crate::correlator::test_support::*;
+use crate::correlator::{ApiRequestStormConfig, Correlator, CorrelatorConfig, ResourceLeakConfig};
 use opscope_model::signal::{Signal, SignalState, SignalType};
 
 /// A healthy operator: every object reconciled every 30 s with its status refreshed,
@@ -411,7 +411,7 @@ fn handed_over_events_are_taken_whatever_their_age_and_released_objects_go_quiet
 fn a_correlator_does_not_resolve_what_it_does_not_own() {
     use std::sync::{Arc, Mutex};
 
-    use super::SharedCorrelator;
+    use crate::correlator::SharedCorrelator;
 
     let sent: Arc<Mutex<Vec<Signal>>> = Arc::default();
     let sink = {

@@ -1,7 +1,7 @@
 //! Which status field changes from one write of an object to the next, from the
 //! `path=hash` digests of the written status: a timestamp rewritten on every write.
 
-use super::compact::{bounded, hash_text};
+use crate::correlator::compact::{bounded, hash_text};
 use opscope_model::timestamp::Nanos;
 
 /// Status leaves compared per write (the tagger's digest holds at most 32).

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::window::{Bucket, BucketRing};
+use crate::correlator::window::{Bucket, BucketRing};
 use opscope_model::timestamp::Nanos;
 
 /// Share of the buckets that must hold a sample for a trend.
