@@ -1,8 +1,9 @@
 //! How every HTTP exporter reads an answer: retryable or not, `Retry-After`, a
 //! bounded body.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, UNIX_EPOCH};
 
+use opscope_model::timestamp::now_unix_nanos;
 use reqwest::header::{HeaderValue, RETRY_AFTER};
 
 use crate::exporter::ExportError;
@@ -84,11 +85,14 @@ fn parse_retry_after(value: &HeaderValue) -> Option<Duration> {
         return Some(Duration::from_secs(seconds));
     }
     let date = httpdate::parse_http_date(text).ok()?;
-    Some(date.duration_since(SystemTime::now()).unwrap_or_default())
+    let now = UNIX_EPOCH + Duration::from_nanos(now_unix_nanos());
+    Some(date.duration_since(now).unwrap_or_default())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use super::*;
 
     #[test]

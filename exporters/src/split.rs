@@ -9,6 +9,7 @@ use std::ops::Range;
 
 use bytes::{Buf, Bytes};
 use opscope_model::TelemetryKind;
+use opscope_proto::varint;
 
 /// One request of a cut, with the items it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -197,15 +198,15 @@ impl Cutter<'_> {
         of: &Level,
         room: usize,
     ) -> Result<Vec<(Piece, usize)>, Malformed> {
-        let overhead = key_len(number) + varint_len(room as u64);
+        let overhead = key_len(number) + varint::encoded_len(room as u64);
         let parts = self.cut_message(value, children, of, room.saturating_sub(overhead))?;
         Ok(parts
             .into_iter()
             .map(|(pieces, items)| {
                 let len: usize = pieces.iter().map(Piece::len).sum();
                 let mut out = Vec::with_capacity(overhead + len);
-                push_varint(&mut out, u64::from(number << 3 | LENGTH_DELIMITED));
-                push_varint(&mut out, len as u64);
+                varint::write(&mut out, u64::from(number << 3 | LENGTH_DELIMITED));
+                varint::write(&mut out, len as u64);
                 for piece in &pieces {
                     self.extend(&mut out, piece);
                 }
@@ -291,18 +292,18 @@ fn fields(src: &[u8], range: Range<usize>) -> Result<Vec<Field>, Malformed> {
     while !buf.is_empty() {
         let start = at(buf);
         let malformed = |why| Malformed { offset: start, why };
-        let key = read_varint(&mut buf).ok_or(malformed("a field key is cut short"))?;
+        let key = varint::read(&mut buf).map_err(|_| malformed("a field key is cut short"))?;
         let number =
             u32::try_from(key >> 3).map_err(|_| malformed("a field number is too large"))?;
         let skip = match (key & 7) as u32 {
             VARINT => {
-                read_varint(&mut buf).ok_or(malformed("a varint is cut short"))?;
+                varint::read(&mut buf).map_err(|_| malformed("a varint is cut short"))?;
                 0
             }
             SIXTY_FOUR_BIT => 8,
             THIRTY_TWO_BIT => 4,
             LENGTH_DELIMITED => {
-                let len = read_varint(&mut buf).ok_or(malformed("a length is cut short"))?;
+                let len = varint::read(&mut buf).map_err(|_| malformed("a length is cut short"))?;
                 usize::try_from(len).map_err(|_| malformed("a length is too large"))?
             }
             _ => return Err(malformed("groups are not OTLP")),
@@ -322,33 +323,8 @@ fn fields(src: &[u8], range: Range<usize>) -> Result<Vec<Field>, Malformed> {
     Ok(fields)
 }
 
-fn read_varint(buf: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = buf.split_first()?;
-        *buf = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-fn push_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-fn varint_len(value: u64) -> usize {
-    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
-}
-
 fn key_len(number: u32) -> usize {
-    varint_len(u64::from(number << 3))
+    varint::encoded_len(u64::from(number << 3))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::otlp::common::v1::{
 use crate::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use crate::otlp::resource::v1::Resource;
 use crate::otlp::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, span};
+use crate::varint;
 
 /// A request encoded in two passes.
 pub trait EncodeOnce {
@@ -70,13 +71,8 @@ const FIXED64: u32 = 1;
 const LENGTH_DELIMITED: u32 = 2;
 const FIXED32: u32 = 5;
 
-/// Bytes of `value` as a varint (prost's formula).
-fn varint_len(value: u64) -> usize {
-    (((value | 1).leading_zeros() ^ 63) as usize * 9 + 73) / 64
-}
-
 fn key_len(field: u32) -> usize {
-    varint_len(u64::from(field << 3))
+    varint::encoded_len(u64::from(field << 3))
 }
 
 /// The first pass: the size of the message, and of each nested one in order.
@@ -94,7 +90,7 @@ impl Pass for Measure {
     }
 
     fn bytes_present(&mut self, field: u32, value: &[u8]) {
-        self.size += key_len(field) + varint_len(value.len() as u64) + value.len();
+        self.size += key_len(field) + varint::encoded_len(value.len() as u64) + value.len();
     }
 
     fn varint(&mut self, field: u32, value: u64) {
@@ -104,7 +100,7 @@ impl Pass for Measure {
     }
 
     fn varint_present(&mut self, field: u32, value: u64) {
-        self.size += key_len(field) + varint_len(value);
+        self.size += key_len(field) + varint::encoded_len(value);
     }
 
     fn fixed64(&mut self, field: u32, value: u64) {
@@ -132,7 +128,7 @@ impl Pass for Measure {
         if let Some(recorded) = self.lengths.get_mut(slot) {
             *recorded = length;
         }
-        self.size += key_len(field) + varint_len(length as u64) + length;
+        self.size += key_len(field) + varint::encoded_len(length as u64) + length;
     }
 }
 
@@ -143,12 +139,8 @@ struct Write {
 }
 
 impl Write {
-    fn put_varint(&mut self, mut value: u64) {
-        while value >= 0x80 {
-            self.out.push((value as u8) | 0x80);
-            value >>= 7;
-        }
-        self.out.push(value as u8);
+    fn put_varint(&mut self, value: u64) {
+        varint::write(&mut self.out, value);
     }
 
     fn put_key(&mut self, field: u32, wire_type: u32) {

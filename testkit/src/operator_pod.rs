@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::SystemTime;
 
+use opscope_model::hash::fnv1a;
+
 use crate::pod_cgroup::PodCgroup;
 
 /// Longest line kept whole, as the kubelet's default (16 KiB) splits longer ones.
@@ -30,7 +32,7 @@ impl PodIdentity {
     /// its pods, `replica` telling replicas apart.
     pub fn of_deployment(namespace: &str, deployment: &str, replica: usize) -> Self {
         // Unique per pod, as the API server's are: the kubelet's folders and the kernel
-        // probe find a pod by it.
+        // probe find a pod by it; stable for a pod's name (FNV-1a of it).
         let pod_key = format!("{namespace}/{deployment}/{replica}");
         let uid = format!(
             "{:08x}-e2e0-4000-8000-{:012x}",
@@ -51,13 +53,6 @@ impl PodIdentity {
             .join(&self.container)
             .join("0.log")
     }
-}
-
-/// FNV-1a, 64 bits: a stable hash of a pod's name for its made-up UID.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// Five characters of a ReplicaSet pod's random suffix, told apart by `replica`.

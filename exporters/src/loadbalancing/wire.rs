@@ -12,6 +12,7 @@
 use opscope_model::semconv::{
     K8S_NAMESPACE_NAME, K8S_POD_NAME, OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE, OBJECT_RESOURCE,
 };
+use opscope_proto::varint;
 
 use super::ring::Ring;
 use super::routing::key_of;
@@ -69,15 +70,11 @@ fn fields(message: &[u8]) -> Fields<'_> {
     Fields { rest: message }
 }
 
+/// The varint at the start of `bytes`, and how many bytes it takes.
 fn read_varint(bytes: &[u8]) -> Result<(u64, usize), WireError> {
-    let mut value = 0u64;
-    for (index, byte) in bytes.iter().enumerate().take(10) {
-        value |= u64::from(byte & 0x7f) << (7 * index);
-        if byte & 0x80 == 0 {
-            return Ok((value, index + 1));
-        }
-    }
-    Err(WireError("a varint runs past its end"))
+    let mut rest = bytes;
+    let value = varint::read(&mut rest).map_err(|_| WireError("a varint runs past its end"))?;
+    Ok((value, bytes.len() - rest.len()))
 }
 
 impl<'a> Iterator for Fields<'a> {
@@ -337,25 +334,13 @@ fn total(fields: &[&[u8]]) -> usize {
 
 /// Bytes of a length-delimited field `number` holding `length` bytes.
 fn field_length(number: u32, length: usize) -> usize {
-    varint_length(u64::from(number << 3)) + varint_length(length as u64) + length
-}
-
-fn varint_length(value: u64) -> usize {
-    (((value | 1).leading_zeros() ^ 63) as usize * 9 + 73) / 64
+    varint::encoded_len(u64::from(number << 3)) + varint::encoded_len(length as u64) + length
 }
 
 /// Writes the key and length of a length-delimited field `number` of `length` bytes.
 fn put_key(out: &mut Vec<u8>, number: u32, length: usize) {
-    put_varint(out, u64::from(number << 3 | u32::from(LENGTH_DELIMITED)));
-    put_varint(out, length as u64);
-}
-
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
+    varint::write(out, u64::from(number << 3 | u32::from(LENGTH_DELIMITED)));
+    varint::write(out, length as u64);
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! markers for the ones it removed), stamped with the send time; its changes are
 //! kept only once the receiver took them, so a retried batch counts once.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use opscope_model::config::{FieldError, Validate};
+use opscope_model::timestamp::now_unix_nanos;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::prost::Message;
 use opscope_proto::remote_write::WriteRequest;
@@ -40,11 +41,7 @@ struct Writer {
 
 impl Writer {
     fn next_timestamp(&mut self) -> i64 {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| {
-                i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-            });
+        let now = i64::try_from(now_unix_nanos() / 1_000_000).unwrap_or(i64::MAX);
         self.last_timestamp = now.max(self.last_timestamp.saturating_add(1));
         self.last_timestamp
     }

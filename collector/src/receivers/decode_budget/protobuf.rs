@@ -4,6 +4,8 @@
 //! Hand-written because prost decodes into the structs (the very allocation the
 //! budget exists to refuse) and offers no visitor over the wire format.
 
+use opscope_proto::varint::VarintError;
+
 use super::schema::{FieldKind, Message};
 use super::{Census, CensusError};
 
@@ -124,18 +126,12 @@ fn length_delimited(
 }
 
 fn varint(bytes: &mut &[u8]) -> Result<u64, CensusError> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = bytes
-            .split_first()
-            .ok_or_else(|| CensusError::new("a varint runs past the end"))?;
-        *bytes = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(CensusError::new("a varint longer than 10 bytes"))
+    opscope_proto::varint::read(bytes).map_err(|error| {
+        CensusError::new(match error {
+            VarintError::RunsPastTheEnd => "a varint runs past the end",
+            VarintError::LongerThanTenBytes => "a varint longer than 10 bytes",
+        })
+    })
 }
 
 fn skip(bytes: &mut &[u8], length: usize) -> Result<(), CensusError> {

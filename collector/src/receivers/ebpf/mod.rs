@@ -68,9 +68,10 @@ mod running {
 #[cfg(feature = "ebpf")]
 mod running {
     use std::sync::mpsc;
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    use std::time::Duration;
 
     use opscope_model::TelemetryKind;
+    use opscope_model::timestamp::now_unix_nanos;
 
     use super::cgroup_index::hierarchy;
     use super::otlp_metrics::point_count;
@@ -177,7 +178,7 @@ mod running {
         let _ = loaded.send(Ok(()));
         let mut dropped = 0;
         while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(settings.interval) {
-            let round = settings.rounds.round(probe.read(), now());
+            let round = settings.rounds.round(probe.read(), now_unix_nanos());
             for id in round.gone {
                 probe.forget(id);
             }
@@ -195,12 +196,5 @@ mod running {
                 dropped = now_dropped;
             }
         }
-    }
-
-    fn now() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-            .unwrap_or(0)
     }
 }
