@@ -20,8 +20,9 @@ import (
 
 // runWebhook serves a validating admission webhook on --listen that allows every
 // request after --delay: with a delay longer than the webhook's timeoutSeconds, the
-// API server refuses the write it guards. The certificate is made at start for
-// 127.0.0.1 and written to --ca-file, for the caBundle of the registration.
+// API server refuses the write it guards. The certificate is made at start for the
+// IP address of --listen and written to --ca-file, for the caBundle of the
+// registration.
 func runWebhook(args []string) {
 	flags := flag.NewFlagSet("webhook", flag.ExitOnError)
 	listen := flags.String("listen", "127.0.0.1:9443", "address to serve on")
@@ -29,7 +30,13 @@ func runWebhook(args []string) {
 	delay := flags.Duration("delay", 5*time.Second, "how long each answer takes")
 	_ = flags.Parse(args)
 
-	certificate, err := selfSigned(*caFile)
+	host, _, err := net.SplitHostPort(*listen)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil {
+		fmt.Fprintln(os.Stderr, "webhook: --listen must be an IP address and port:", *listen)
+		os.Exit(1)
+	}
+	certificate, err := selfSigned(*caFile, ip)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "webhook:", err)
 		os.Exit(1)
@@ -64,7 +71,7 @@ func runWebhook(args []string) {
 	}
 }
 
-func selfSigned(caFile string) (tls.Certificate, error) {
+func selfSigned(caFile string, ip net.IP) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -78,7 +85,7 @@ func selfSigned(caFile string) (tls.Certificate, error) {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		IPAddresses:           []net.IP{ip},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
 	if err != nil {

@@ -124,7 +124,13 @@ async fn ready_widget(rig: &Rig, namespace: &str) -> Result<(), String> {
 /// A validating webhook on the status of the Widgets of `namespaces`, answering after
 /// 5 s where the API server waits 1 s, with `failurePolicy: Fail`.
 async fn slow_webhook(rig: &Rig, name: &str, twin: &str) -> Result<OperatorPod, String> {
-    let listen = format!("127.0.0.1:{}", opscope_testkit::backend::free_port());
+    // The API server is told the address before the webhook listens: one of the
+    // run's own.
+    let listen = format!(
+        "{}.2:{}",
+        crate::common::own_loopback_block(),
+        opscope_testkit::backend::free_port()
+    );
     let identity = PodIdentity::of_deployment(&format!("{name}-webhook"), "widget-webhook", 0);
     let ca_file = rig.scratch(&format!("{name}-webhook-ca.pem"));
     let mut command = std::process::Command::new(&rig.binaries.go_operator);
