@@ -9,7 +9,7 @@ use opscope_model::config::{FieldError, Validate};
 use tokio::net::TcpListener;
 
 use super::auth::{AuthConfig, Authenticator};
-use super::{ReceiverContext, ReceiverError};
+use crate::receivers::{ReceiverContext, ReceiverError};
 use opscope_net::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
 
 /// Connections one receiver's server keeps open at once, unless configured.
@@ -37,11 +37,13 @@ pub async fn bind(
             address: address.to_string(),
             source,
         })?;
-    let local = listener.local_addr().map_err(|source| ReceiverError::Bind {
-        receiver: receiver.clone(),
-        address: address.to_string(),
-        source,
-    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ReceiverError::Bind {
+            receiver: receiver.clone(),
+            address: address.to_string(),
+            source,
+        })?;
     let setting = match at {
         "" => format!("receivers.{receiver}"),
         at => format!("receivers.{receiver}.{at}"),
