@@ -22,8 +22,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ExtensionConfig, Pipeline as PipelineSpec, ProcessorConfig};
+use crate::connectors;
 use crate::consumer::{Consumer, OtlpBatch, PipelineInput};
-use crate::exporters::{Exporters, build_connector};
+use crate::exporters::Exporters;
 use crate::extensions::health_check::{self, Readiness};
 use crate::handover;
 use crate::listening::Listening;
@@ -99,37 +100,28 @@ pub async fn run(
     // What connectors feed drains after what feeds them, so its inputs close later.
     let close_connected = CancellationToken::new();
     let mut draining = Draining::default();
-    // Metrics pipelines first: a connector is built from the inputs of the metrics
-    // pipelines it feeds, before the traces and logs pipelines that list it.
-    let (metrics, others): (Vec<_>, Vec<_>) = config
+    // A connector is built from the inputs of the pipelines it feeds (those of a type
+    // its row `feeds` that list it as a receiver), so those come first; the pipelines
+    // that list it as an exporter come after it.
+    let (connected, others): (Vec<_>, Vec<_>) = config
         .pipelines()
-        .partition(|spec| spec.kind == TelemetryKind::Metrics);
-    for spec in metrics {
-        let connected = spec
-            .config
-            .receivers
-            .iter()
-            .any(|r| config.connectors.contains_key(r));
-        let (close, tier) = if connected {
-            (&close_connected, &mut draining.connected)
-        } else {
-            (&close_inputs, &mut draining.upstream)
-        };
-        let mut builder = PipelineBuilder {
-            config: &config,
-            telemetry: &telemetry,
-            shared: &shared,
-            exporters: &exporters,
-            abort: &abort_exports,
-            close_inputs: close,
-            consumers: &mut consumers,
-            sheddable: &mut sheddable,
-        };
-        tier.add(builder.build(&spec, |c| &mut c.metrics)?);
+        .partition(|spec| fed_by_a_connector(&config, spec));
+    let mut builder = PipelineBuilder {
+        config: &config,
+        telemetry: &telemetry,
+        shared: &shared,
+        exporters: &exporters,
+        abort: &abort_exports,
+        close_inputs: &close_connected,
+        consumers: &mut consumers,
+        sheddable: &mut sheddable,
+    };
+    for spec in connected {
+        draining.connected.add(builder.build_any(&spec)?);
     }
     for (id, connector) in &config.connectors {
-        let metrics = consumers.remove(id).unwrap_or_default().metrics;
-        exporters.add_connector(id, build_connector(id, connector, metrics));
+        let fed = consumers.remove(id).unwrap_or_default();
+        exporters.add_connector(id, connectors::build(id, connector, fed));
     }
     let mut builder = PipelineBuilder {
         config: &config,
@@ -142,10 +134,7 @@ pub async fn run(
         sheddable: &mut sheddable,
     };
     for spec in others {
-        draining.upstream.add(match spec.kind {
-            TelemetryKind::Traces => builder.build(&spec, |c| &mut c.traces)?,
-            _ => builder.build(&spec, |c| &mut c.logs)?,
-        });
+        draining.upstream.add(builder.build_any(&spec)?);
     }
 
     let mut servers = JoinSet::new();
@@ -419,6 +408,18 @@ struct PipelineBuilder<'a> {
 }
 
 impl PipelineBuilder<'_> {
+    /// Builds one pipeline, of the signal type its id says.
+    fn build_any(
+        &mut self,
+        spec: &PipelineSpec<'_>,
+    ) -> Result<(PipelineTask, Vec<SendingQueue>), FieldError> {
+        match spec.kind {
+            TelemetryKind::Traces => self.build(spec, |c| &mut c.traces),
+            TelemetryKind::Logs => self.build(spec, |c| &mut c.logs),
+            TelemetryKind::Metrics => self.build(spec, |c| &mut c.metrics),
+        }
+    }
+
     /// Builds one pipeline of signal type `T` and registers its input with the
     /// consumers of the receivers it lists.
     fn build<T: OtlpBatch>(
@@ -453,6 +454,14 @@ impl PipelineBuilder<'_> {
         }
         Ok((Box::pin(pipeline.run(self.close_inputs.clone())), queues))
     }
+}
+
+/// Whether a connector feeds the pipeline: it lists one as a receiver, and that
+/// connector's row `feeds` the pipeline's type.
+fn fed_by_a_connector(config: &Config, spec: &PipelineSpec<'_>) -> bool {
+    (spec.config.receivers.iter())
+        .filter_map(|id| config.connectors.get(id))
+        .any(|connector| connector.feeds(spec.kind))
 }
 
 /// What the agent's own endpoints share: the telemetry they count in, where they

@@ -2,10 +2,12 @@
 //! component settings, with `${env:...}` expansion and errors that name the path of
 //! every problem found.
 
+mod component_types;
 pub mod components;
 pub mod env;
 #[cfg(test)]
 mod fuzz_tests;
+mod settings;
 
 use opscope_net::server_tls::ServerTlsConfig;
 use std::collections::{BTreeMap, BTreeSet};
@@ -200,7 +202,7 @@ impl Config {
             errors.push(FieldError::new("service", "is required"));
             None
         } else {
-            components::read(service, "service", |_: &ServiceConfig| Ok(()))
+            settings::read(service, "service", |_: &ServiceConfig| Ok(()))
                 .map_err(|problems| errors.extend(problems))
                 .ok()
         };
@@ -231,7 +233,7 @@ impl Config {
         self.service
             .pipelines
             .iter()
-            .filter(|(id, _)| components::component_type(id) == SIGNALS)
+            .filter(|(id, _)| settings::component_type(id) == SIGNALS)
             .flat_map(move |(id, pipeline)| {
                 pipeline
                     .exporters
@@ -242,7 +244,7 @@ impl Config {
 
     pub fn pipelines(&self) -> impl Iterator<Item = Pipeline<'_>> {
         self.service.pipelines.iter().filter_map(|(id, config)| {
-            let kind = TelemetryKind::parse(components::component_type(id))?;
+            let kind = TelemetryKind::parse(settings::component_type(id))?;
             Some(Pipeline { id, kind, config })
         })
     }
@@ -419,10 +421,10 @@ impl Config {
         }
         for (id, pipeline) in &self.service.pipelines {
             let path = format!("service.pipelines.{id}");
-            if let Err(message) = components::check_id(id) {
+            if let Err(message) = settings::check_id(id) {
                 errors.push(FieldError::new(&path, message));
             }
-            let kind = components::component_type(id);
+            let kind = settings::component_type(id);
             if kind == SIGNALS {
                 self.check_signals_pipeline(&path, pipeline, errors);
                 continue;
@@ -521,7 +523,7 @@ impl Config {
     /// its id names nothing else.
     fn check_connectors(&self, errors: &mut Vec<FieldError>) {
         let pipelines = &self.service.pipelines;
-        for id in self.connectors.keys() {
+        for (id, connector) in &self.connectors {
             let path = format!("connectors.{id}");
             if self.receivers.contains_key(id) || self.exporters.contains_key(id) {
                 errors.push(FieldError::new(
@@ -532,13 +534,19 @@ impl Config {
             if !pipelines.values().any(|p| p.exporters.contains(id)) {
                 errors.push(FieldError::new(
                     &path,
-                    "no pipeline lists it as an exporter (list it in the exporters of a traces or logs pipeline)",
+                    format!(
+                        "no pipeline lists it as an exporter (list it in the exporters of a {} pipeline)",
+                        kind_names(connector.kinds_taken())
+                    ),
                 ));
             }
             if !pipelines.values().any(|p| p.receivers.contains(id)) {
                 errors.push(FieldError::new(
                     &path,
-                    "no pipeline lists it as a receiver (list it in the receivers of a metrics pipeline)",
+                    format!(
+                        "no pipeline lists it as a receiver (list it in the receivers of a {} pipeline)",
+                        kind_names(connector.kinds_fed())
+                    ),
                 ));
             }
         }
@@ -552,7 +560,7 @@ impl Config {
     fn connect_prometheus_exporters_of_traces_and_logs(&mut self) {
         let mut rewired: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (pipeline_id, pipeline) in &mut self.service.pipelines {
-            let kind = TelemetryKind::parse(components::component_type(pipeline_id));
+            let kind = TelemetryKind::parse(settings::component_type(pipeline_id));
             if !matches!(kind, Some(TelemetryKind::Traces | TelemetryKind::Logs)) {
                 continue;
             }
@@ -628,6 +636,12 @@ fn check_references(
     }
 }
 
+/// Signal types as a config names them: `traces or logs`.
+fn kind_names(kinds: &[TelemetryKind]) -> String {
+    let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+    names.join(" or ")
+}
+
 /// Reads one section (`receivers`, ...) into typed components keyed by id.
 fn read_section<C>(
     section: Value,
@@ -650,11 +664,11 @@ fn read_section<C>(
     };
     for (id, value) in entries {
         let path = format!("{name}.{id}");
-        if let Err(message) = components::check_id(&id) {
+        if let Err(message) = settings::check_id(&id) {
             errors.push(FieldError::new(path, message));
             continue;
         }
-        match parse(components::component_type(&id), value, &path) {
+        match parse(settings::component_type(&id), value, &path) {
             Ok(component) => {
                 components.insert(id, component);
             }
