@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use opscope::receivers::decode_budget::{Census, WireFormat};
+use opscope::receivers::common::decode_budget::{Census, WireFormat};
 use opscope_bench::{reconcile_traces, workload_payloads};
 use opscope_model::{Telemetry, TelemetryKind};
 use opscope_processors::Processor;

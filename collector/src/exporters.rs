@@ -6,21 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use opscope_exporters::prometheus::PrometheusExporter;
-use opscope_exporters::{
-    Batch, Encoded, QueueConfig, QueueMetrics, QueueSender, QueueStore, RetryConfig, SendingQueue,
-};
+use opscope_exporters::{Batch, Encoded, QueueMetrics, QueueSender, QueueStore, SendingQueue};
 use opscope_model::Telemetry;
 use opscope_model::config::FieldError;
 use opscope_model::memory::MemoryAccount;
-use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
-use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
-use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::components::connector_table;
-use crate::config::{Config, ConnectorConfig};
-use crate::connectors::operator_metrics::OperatorMetricsConnector;
-use crate::consumer::Consumer;
+use crate::config::Config;
 use crate::listening::Listening;
 use crate::self_telemetry::SelfTelemetry;
 use crate::sending::{BuiltExporter, Start, Started};
@@ -60,12 +52,12 @@ impl Exporters {
         self.0.insert(id.to_string(), connector);
     }
 
-    /// Whether `exporter` sends OTLP on, and so takes data of `T` encoded.
     /// The exporter `name`, when it is an `E`.
     pub fn instance<E: Send + Sync + 'static>(&self, name: &str) -> Option<Arc<E>> {
         self.0.get(name)?.instance()
     }
 
+    /// Whether `exporter` sends OTLP on, and so takes data of `T` encoded.
     pub fn sends_otlp<T: Batch>(&self, exporter: &str) -> bool {
         self.0
             .get(exporter)
@@ -154,39 +146,6 @@ fn file_name(name: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Reads the connector table (`config/components.rs`) for the building.
-macro_rules! connector_builds {
-    ($($type_name:literal => $variant:ident($config:ty) {
-        takes: [$($taken:ident),+],
-        feeds: [$($fed:ident),+],
-        build: $build:expr $(,)?
-    })+) => {
-        /// Builds the connector `id` of `config`, handing what it makes to `metrics`:
-        /// the inputs of the metrics pipelines that list it as a receiver.
-        pub fn build_connector(
-            id: &str,
-            config: &ConnectorConfig,
-            metrics: Consumer<ExportMetricsServiceRequest>,
-        ) -> BuiltExporter {
-            match config {
-                $(ConnectorConfig::$variant(config) => build_with::<$config>(id, config, metrics, $build),)+
-            }
-        }
-    };
-}
-
-connector_table!(connector_builds);
-
-/// Calls a row's builder, its argument types given by the row's settings type.
-fn build_with<C>(
-    id: &str,
-    config: &C,
-    metrics: Consumer<ExportMetricsServiceRequest>,
-    build: impl FnOnce(&str, &C, Consumer<ExportMetricsServiceRequest>) -> BuiltExporter,
-) -> BuiltExporter {
-    build(id, config, metrics)
 }
 
 /// Which sending queue to start: one per exporter and pipeline; in memory, its

@@ -2,14 +2,14 @@
 //! path; built only with the `fuzzing` feature and not part of the crate's API.
 
 pub use crate::config::{Config, DEFAULT_CONFIG};
-pub use crate::receivers::decode_budget::{Census, WireFormat};
+pub use crate::receivers::common::decode_budget::{Census, WireFormat};
+pub use crate::receivers::common::input_limits::{InputLimits, WithinLimits};
 pub use crate::receivers::filelog::checkpoint::Position;
 pub use crate::receivers::filelog::config::LineFormat;
 pub use crate::receivers::filelog::cri::{Stream, parse_container_line};
 pub use crate::receivers::filelog::join::Joins;
 pub use crate::receivers::filelog::reader::{BatchLimits, Ending, ReadEnd, RecordReader};
 pub use crate::receivers::filelog::record::Assembled;
-pub use crate::receivers::input_limits::{InputLimits, WithinLimits};
 pub use crate::receivers::k8s_audit::K8sAuditConfig;
 pub use crate::receivers::k8s_audit::filter::EventFilter;
 pub use crate::receivers::k8s_audit::webhook::admitted_records;

@@ -7,13 +7,28 @@
 //! reconciles is remembered only once the metrics pipelines took them: a batch the
 //! sending queue tries again (the metrics pipelines were full) is counted once.
 
-use opscope_exporters::{Batch, Delivery, ExportError, Exporter};
+use std::sync::Arc;
+
+use opscope_exporters::{Batch, Delivery, ExportError, Exporter, QueueConfig, RetryConfig};
 use opscope_processors::CorrelatorEvents;
 use opscope_processors::operator_metrics::{OperatorMetrics, OperatorMetricsConfig};
+use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::Mutex;
 
 use crate::consumer::Consumer;
+use crate::receivers::Consumers;
+use crate::sending::BuiltExporter;
+
+/// The connector `id`: an exporter of the traces and logs pipelines that list it,
+/// handing the operator metrics to `fed`'s metrics pipelines.
+pub fn build(id: &str, config: &OperatorMetricsConfig, fed: Consumers) -> BuiltExporter {
+    let connector = Arc::new(OperatorMetricsConnector::new(id, config, fed.metrics));
+    BuiltExporter::new(QueueConfig::default(), RetryConfig::default())
+        .carrying::<ExportTraceServiceRequest, _>(&connector)
+        .carrying::<ExportLogsServiceRequest, _>(&connector)
+}
 
 pub struct OperatorMetricsConnector {
     /// The connector's id, for errors.

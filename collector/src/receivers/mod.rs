@@ -1,18 +1,14 @@
 //! Receivers: where data enters opscope. Each receiver type is a folder whose
 //! `start` binds a configured receiver and hands what it takes to the pipelines
-//! that list it (the service starts each from its config).
+//! that list it (the service starts each from its config); what they share (the
+//! server, authentication, request bodies and limits) is in `common/`.
 
-pub mod auth;
-mod body_memory;
-pub mod decode_budget;
+pub mod common;
 pub mod ebpf;
 pub mod filelog;
-mod http_body;
-pub mod input_limits;
 pub mod k8s_audit;
 pub mod otlp;
 pub mod prometheus_scrape;
-mod server;
 
 use std::sync::Arc;
 

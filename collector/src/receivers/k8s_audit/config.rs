@@ -7,12 +7,12 @@ use std::time::Duration;
 use opscope_model::config::{FieldError, Validate, duration};
 use serde::Deserialize;
 
-use crate::receivers::auth::AuthConfig;
-use crate::receivers::filelog::config::{FilelogConfig, LineFormat};
-use crate::receivers::server::{
+use crate::receivers::common::auth::AuthConfig;
+use crate::receivers::common::server::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_HEADER_TIMEOUT,
     DEFAULT_READ_TIMEOUT, HttpConnections, SecuritySettings,
 };
+use crate::receivers::filelog::config::{FilelogConfig, LineFormat};
 use opscope_model::config::check_listen_address;
 use opscope_net::server_tls::ServerTlsConfig;
 

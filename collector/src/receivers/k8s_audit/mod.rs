@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 pub use config::K8sAuditConfig;
 
-use super::server::bind;
+use super::common::server::bind;
 use super::{ReceiverContext, ReceiverError, filelog};
 use opscope_net::server_tls::Alpn;
 

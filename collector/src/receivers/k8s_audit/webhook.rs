@@ -23,10 +23,10 @@ use super::filter::EventFilter;
 use super::records::audit_logs;
 use crate::consumer::{Consumer, Refusal};
 use crate::receivers::ReceiverContext;
-use crate::receivers::auth::HttpGuard;
-use crate::receivers::body_memory::BodyMemory;
-use crate::receivers::http_body::{Rejection, read_body};
-use crate::receivers::server::{ServerSecurity, server};
+use crate::receivers::common::auth::HttpGuard;
+use crate::receivers::common::body_memory::BodyMemory;
+use crate::receivers::common::http_body::{Rejection, read_body};
+use crate::receivers::common::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
 use opscope_model::kubernetes::audit::{AuditEvent, EventList, ListError};
 

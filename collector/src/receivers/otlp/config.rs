@@ -5,9 +5,9 @@ use std::time::Duration;
 use opscope_model::config::{FieldError, Validate, duration};
 use serde::{Deserialize, Deserializer};
 
-use crate::receivers::auth::AuthConfig;
-use crate::receivers::input_limits::InputLimits;
-use crate::receivers::server::{
+use crate::receivers::common::auth::AuthConfig;
+use crate::receivers::common::input_limits::InputLimits;
+use crate::receivers::common::server::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_HEADER_TIMEOUT,
     DEFAULT_READ_TIMEOUT, HttpConnections, SecuritySettings, check_max_connections,
 };

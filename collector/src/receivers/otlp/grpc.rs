@@ -25,11 +25,11 @@ use super::grpc_service::{Admitted, Export, ExportServer};
 use super::refusal_message;
 use crate::consumer::{Consumer, OtlpBatch, Refusal};
 use crate::receivers::ReceiverContext;
-use crate::receivers::auth::GrpcGuard;
-use crate::receivers::body_memory::{BodyMemory, Framing};
-use crate::receivers::decode_budget::{self, Admission, Refused, WireFormat};
-use crate::receivers::input_limits::{InputLimits, WithinLimits};
-use crate::receivers::server::{ServerSecurity, server};
+use crate::receivers::common::auth::GrpcGuard;
+use crate::receivers::common::body_memory::{BodyMemory, Framing};
+use crate::receivers::common::decode_budget::{self, Admission, Refused, WireFormat};
+use crate::receivers::common::input_limits::{InputLimits, WithinLimits};
+use crate::receivers::common::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
 use opscope_net::server_tls::ConnectionSettings;
 

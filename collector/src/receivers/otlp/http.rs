@@ -24,12 +24,12 @@ use tower_http::decompression::RequestDecompressionLayer;
 use super::refusal_message;
 use crate::consumer::{Consumer, OtlpBatch, Refusal};
 use crate::receivers::ReceiverContext;
-use crate::receivers::auth::{Authenticator, HttpGuard};
-use crate::receivers::body_memory::BodyMemory;
-use crate::receivers::decode_budget::{Refused, WireFormat, admit};
-use crate::receivers::http_body::read_body;
-use crate::receivers::input_limits::{InputLimits, WithinLimits};
-use crate::receivers::server::{ServerSecurity, server};
+use crate::receivers::common::auth::{Authenticator, HttpGuard};
+use crate::receivers::common::body_memory::BodyMemory;
+use crate::receivers::common::decode_budget::{Refused, WireFormat, admit};
+use crate::receivers::common::http_body::read_body;
+use crate::receivers::common::input_limits::{InputLimits, WithinLimits};
+use crate::receivers::common::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
 use opscope_net::server_tls::ConnectionSettings;
 

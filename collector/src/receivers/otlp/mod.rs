@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 
 pub use config::OtlpReceiverConfig;
 
-use super::server::bind;
+use super::common::server::bind;
 use super::{ReceiverContext, ReceiverError};
 use crate::consumer::Refusal;
 use opscope_net::server_tls::Alpn;

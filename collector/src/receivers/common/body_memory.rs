@@ -14,7 +14,7 @@ use http_body::{Body, Frame, SizeHint};
 use opscope_model::memory::{MemoryAccount, MemoryHold};
 use opscope_processors::memory_limiter::MemoryLimiter;
 
-use super::Consumers;
+use crate::receivers::Consumers;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

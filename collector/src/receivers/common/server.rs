@@ -9,7 +9,7 @@ use opscope_model::config::{FieldError, Validate};
 use tokio::net::TcpListener;
 
 use super::auth::{AuthConfig, Authenticator};
-use super::{ReceiverContext, ReceiverError};
+use crate::receivers::{ReceiverContext, ReceiverError};
 use opscope_net::server_tls::{Alpn, ConnectionSettings, HttpServer, ServerTlsConfig};
 
 /// Connections one receiver's server keeps open at once, unless configured.

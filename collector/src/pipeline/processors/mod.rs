@@ -1,6 +1,13 @@
 //! Every processor a pipeline runs, built in one place: those that are one instance
-//! however many pipelines list them (built once, with the service), and those each
-//! pipeline has its own of.
+//! however many pipelines list them (made once, with the service), and those each
+//! pipeline has its own of. How a pipeline gets each type's instance is the `build`
+//! of that type's file, which the processor table (`config/components.rs`) names.
+
+mod batch;
+mod correlator;
+mod memory_limiter;
+mod operator_tagger;
+mod resource;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,11 +15,9 @@ use std::sync::Arc;
 use opscope_model::config::FieldError;
 use opscope_model::memory::MemoryAccount;
 use opscope_processors::Processor;
-use opscope_processors::batch::BatchProcessor;
 use opscope_processors::correlator::SharedCorrelator;
 use opscope_processors::correlator::processor::SignalSink;
 use opscope_processors::memory_limiter::{MemoryLimiter, SystemMemory};
-use opscope_processors::resource::ResourceProcessor;
 use opscope_processors::tagger::OperatorTagger;
 
 use super::memory_watch;
@@ -103,9 +108,10 @@ impl SharedProcessors {
     }
 }
 
-/// Reads the processor table (`config/components.rs`) for the building.
+/// Reads the processor table (`config/components.rs`) for the building: each row's
+/// `build` names a function of this folder.
 macro_rules! processor_builds {
-    ($($type_name:literal => $variant:ident($config:ty) { build: $build:expr $(,)? })+) => {
+    ($($type_name:literal => $variant:ident($config:ty) { build: $build:path $(,)? })+) => {
         /// The processor `name` of a pipeline of `T`: its own instance, or the shared one.
         pub(super) fn build_processor<T: OtlpBatch>(
             name: &str,
@@ -113,20 +119,10 @@ macro_rules! processor_builds {
             shared: &SharedProcessors,
         ) -> Result<Box<dyn Processor<T>>, FieldError> {
             match config {
-                $(ProcessorConfig::$variant(config) => build_with::<T, $config>(name, config, shared, $build),)+
+                $(ProcessorConfig::$variant(config) => $build(name, config, shared),)+
             }
         }
     };
 }
 
 processor_table!(processor_builds);
-
-/// Calls a row's builder, its argument types given by the row's settings type.
-fn build_with<T, C>(
-    name: &str,
-    config: &C,
-    shared: &SharedProcessors,
-    build: impl FnOnce(&str, &C, &SharedProcessors) -> Result<Box<dyn Processor<T>>, FieldError>,
-) -> Result<Box<dyn Processor<T>>, FieldError> {
-    build(name, config, shared)
-}
