@@ -1,14 +1,25 @@
 //! A server process a test starts: its output in a log file, ready when an HTTP probe
-//! answers 2xx, killed on drop with its directory removed.
+//! answers 2xx, killed on drop with its directory removed. It is started on port 0
+//! and found where its log says it listens, or on a port it is given.
 
 use std::fs::File;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Instant;
 
 use tempfile::TempDir;
 
 use super::{PATIENCE, POLL_INTERVAL, http_client};
+
+/// Where a server's log names an address it bound: on the first line that holds `line`,
+/// right after `key`, with a port other than 0 (`key` is `address=` in
+/// `msg="Listening on" address=127.0.0.1:34833`).
+#[derive(Debug, Clone, Copy)]
+pub struct LoggedAddress {
+    pub line: &'static str,
+    pub key: &'static str,
+}
 
 /// A server started for a test, logging to `<dir>/<name>.log`; killed on drop, and its
 /// directory removed.
@@ -19,48 +30,42 @@ pub struct ServerProcess {
     dir: TempDir,
 }
 
+/// Why a server is not ready.
+enum NotReady {
+    Exited(ExitStatus),
+    TimedOut(&'static str),
+}
+
 impl ServerProcess {
-    /// Spawns `command` with its output to the log and waits until
-    /// `GET <base_url>/-/ready` answers 2xx; panics with the log's tail when the server
+    /// Starts `command`, its HTTP listener given port 0; waits until its log names
+    /// the loopback address it bound (`listening`), then until
+    /// `GET <that address><ready_path>` answers 2xx. Panics with the log's tail when
+    /// the server exits first or either takes longer than [`PATIENCE`].
+    pub async fn start_on_port_zero(
+        name: &'static str,
+        command: Command,
+        listening: LoggedAddress,
+        ready_path: &str,
+        dir: TempDir,
+    ) -> Self {
+        let mut server = Self::spawn(name, command, String::new(), dir);
+        let address = server.logged_address(listening).await;
+        server.base_url = format!("http://{address}");
+        server.ready_or_fail(ready_path).await
+    }
+
+    /// Spawns `command` and waits until `GET <ready>` answers 2xx (a path below
+    /// `base_url`, or a URL of its own); panics with the log's tail when the server
     /// exits first or is not ready within [`PATIENCE`].
-    pub async fn start(
+    pub async fn start_ready_at(
         name: &'static str,
         command: Command,
         base_url: String,
+        ready: &str,
         dir: TempDir,
     ) -> Self {
-        Self::start_ready_at(name, command, base_url, "/-/ready", dir).await
-    }
-
-    /// As [`Self::start`], ready when `GET <ready_url>` answers 2xx (a path below
-    /// `base_url`, or a URL of its own for a server that reports health elsewhere).
-    pub async fn start_ready_at(
-        name: &'static str,
-        mut command: Command,
-        base_url: String,
-        ready_url: &str,
-        dir: TempDir,
-    ) -> Self {
-        let log = File::create(dir.path().join(format!("{name}.log"))).expect("a log file");
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("a second log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|error| panic!("{name} does not start: {error}"));
-        let mut server = Self {
-            name,
-            child,
-            base_url,
-            dir,
-        };
-        let ready_url = if ready_url.starts_with("http") {
-            ready_url.to_string()
-        } else {
-            server.url(ready_url)
-        };
-        server.wait_ready(&ready_url).await;
-        server
+        let server = Self::spawn(name, command, base_url, dir);
+        server.ready_or_fail(ready).await
     }
 
     /// `path` (with its leading `/`) on the server.
@@ -74,31 +79,101 @@ impl ServerProcess {
 
     /// The last 30 lines the server logged.
     pub fn log_tail(&self) -> String {
-        let log_path = self.dir().join(format!("{}.log", self.name));
-        let log = std::fs::read_to_string(log_path).unwrap_or_default();
+        let log = self.log();
         let lines: Vec<&str> = log.lines().collect();
         let tail = lines[lines.len().saturating_sub(30)..].join("\n");
         format!("--- {} log (tail) ---\n{tail}", self.name)
     }
 
-    async fn wait_ready(&mut self, ready_url: &str) {
+    /// The loopback address the log names `at`, waiting for it as long as the server
+    /// runs, at most [`PATIENCE`]; panics with the log's tail when there is none.
+    pub async fn logged_address(&mut self, at: LoggedAddress) -> SocketAddr {
+        self.wait_in_log("its address not logged", |log| {
+            log.lines().find_map(|line| at.read(line))
+        })
+        .await
+    }
+
+    /// What `find` reads in the log, as soon as it does: every [`POLL_INTERVAL`] while
+    /// the server runs, at most [`PATIENCE`]; panics (`what`, the log's tail) else.
+    async fn wait_in_log<T>(&mut self, what: &'static str, find: impl Fn(&str) -> Option<T>) -> T {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(found) = find(&self.log()) {
+                return found;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.fail(NotReady::Exited(status));
+            }
+            if Instant::now() >= deadline {
+                self.fail(NotReady::TimedOut(what));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn spawn(name: &'static str, command: Command, base_url: String, dir: TempDir) -> Self {
+        let child = spawn_logging(name, command, dir.path());
+        Self {
+            name,
+            child,
+            base_url,
+            dir,
+        }
+    }
+
+    /// Waits until `ready` answers 2xx (see [`Self::url_or_own`]); panics else.
+    async fn ready_or_fail(mut self, ready: &str) -> Self {
+        let ready_url = self.url_or_own(ready);
+        if let Err(not_ready) = self.wait_ready(&ready_url).await {
+            self.fail(not_ready);
+        }
+        self
+    }
+
+    /// `ready` as a URL: a path below the base URL, or a URL of its own.
+    fn url_or_own(&self, ready: &str) -> String {
+        if ready.starts_with("http") {
+            ready.to_string()
+        } else {
+            self.url(ready)
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(log_path(self.name, self.dir())).unwrap_or_default()
+    }
+
+    /// Waits until `GET <ready_url>` answers 2xx, while the server runs, at most
+    /// [`PATIENCE`].
+    async fn wait_ready(&mut self, ready_url: &str) -> Result<(), NotReady> {
         let client = http_client();
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{} exited ({status}):\n{}", self.name, self.log_tail());
+                return Err(NotReady::Exited(status));
             }
             let ready = client.get(ready_url).send().await;
             if ready.is_ok_and(|answer| answer.status().is_success()) {
-                return;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} not ready within {PATIENCE:?}:\n{}",
+            if Instant::now() >= deadline {
+                return Err(NotReady::TimedOut("not ready"));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn fail(&self, not_ready: NotReady) -> ! {
+        match not_ready {
+            NotReady::Exited(status) => {
+                panic!("{} exited ({status}):\n{}", self.name, self.log_tail())
+            }
+            NotReady::TimedOut(what) => panic!(
+                "{}: {what} within {PATIENCE:?}:\n{}",
                 self.name,
                 self.log_tail()
-            );
-            tokio::time::sleep(POLL_INTERVAL).await;
+            ),
         }
     }
 }
@@ -107,5 +182,78 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+fn log_path(name: &str, dir: &Path) -> std::path::PathBuf {
+    dir.join(format!("{name}.log"))
+}
+
+/// Spawns `command` with its output to `<dir>/<name>.log`, emptied first.
+fn spawn_logging(name: &str, mut command: Command, dir: &Path) -> Child {
+    let log = File::create(log_path(name, dir)).expect("a log file");
+    command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("a second log handle"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|error| panic!("{name} does not start: {error}"))
+}
+
+impl LoggedAddress {
+    /// The address `line` of a log names here, if it does.
+    fn read(&self, line: &str) -> Option<SocketAddr> {
+        if !line.contains(self.line) {
+            return None;
+        }
+        let (_, after) = line.split_once(self.key)?;
+        let port = after.strip_prefix("127.0.0.1:")?;
+        let digits = port.split(|c: char| !c.is_ascii_digit()).next()?;
+        let port: u16 = digits.parse().ok()?;
+        (port != 0).then(|| SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LoggedAddress;
+
+    const LISTENING: LoggedAddress = LoggedAddress {
+        line: "Listening on",
+        key: "address=",
+    };
+    const OTLP_GRPC: LoggedAddress = LoggedAddress {
+        line: "Starting GRPC server",
+        key: "\"endpoint\": \"",
+    };
+    fn read(at: LoggedAddress, log: &str) -> Option<String> {
+        log.lines()
+            .find_map(|line| at.read(line))
+            .map(|a| a.to_string())
+    }
+
+    #[test]
+    fn the_bound_address_is_read_where_the_log_names_it() {
+        // Prometheus 2: the configured address first, then the bound one.
+        let prometheus = r#"level=info component=web msg="Start listening for connections" address=127.0.0.1:0
+level=info component=web msg="Listening on" address=127.0.0.1:34833"#;
+        assert_eq!(
+            read(LISTENING, prometheus).as_deref(),
+            Some("127.0.0.1:34833")
+        );
+        // Jaeger: its query server's gRPC listener logs port 0 as its `addr`, the OTLP
+        // receiver's its `endpoint`.
+        let jaeger = r#"info	app/server.go:300	Starting GRPC server	{"otelcol.component.id": "jaeger_query", "port": 32935, "addr": "127.0.0.1:0"}
+info	otlpreceiver@v0.139.0/otlp.go:120	Starting GRPC server	{"otelcol.component.id": "otlp", "endpoint": "127.0.0.1:38677"}"#;
+        assert_eq!(read(OTLP_GRPC, jaeger).as_deref(), Some("127.0.0.1:38677"));
+    }
+
+    #[test]
+    fn a_log_naming_port_zero_or_another_host_names_no_address() {
+        let log = r#"level=info msg="Listening on" address=127.0.0.1:0
+level=info msg="Listening on" address=0.0.0.0:9090
+level=info msg="Listening on" address=127.0.0.1:99999
+level=info msg="Listening" address=127.0.0.1:9090"#;
+        assert_eq!(read(LISTENING, log), None);
     }
 }
