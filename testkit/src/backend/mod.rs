@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use ports::{HeldPort, free_port, refusing_address};
-pub use server_process::{LoggedAddress, ServerProcess};
+pub use server_process::{Launch, LoggedAddress, ServerProcess};
 pub use tempfile::TempDir;
 
 /// Longest wait for a server to start, and for what it reports to change.

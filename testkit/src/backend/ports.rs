@@ -12,7 +12,8 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// A loopback port that was free a moment ago, for a server another process binds. It
 /// is picked below the kernel's ephemeral range (32768 and up), where the outgoing
 /// connections of the tests running alongside cannot take it before the server does;
-/// another process choosing ports the same way still can.
+/// another process choosing ports the same way still can, so a server that is given
+/// one is started with [`super::ServerProcess::start_on_chosen_ports`].
 pub fn free_port() -> u16 {
     let random = RandomState::new();
     (0u64..)

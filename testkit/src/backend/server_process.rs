@@ -1,8 +1,11 @@
 //! A server process a test starts: its output in a log file, ready when an HTTP probe
 //! answers 2xx, killed on drop with its directory removed. It is started on port 0
-//! and found where its log says it listens, or on a port it is given.
+//! and found where its log says it listens; a server that cannot say is started on
+//! ports chosen for it, and started again on others when one was taken before it
+//! bound it.
 
 use std::fs::File;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -10,7 +13,14 @@ use std::time::Instant;
 
 use tempfile::TempDir;
 
-use super::{PATIENCE, POLL_INTERVAL, http_client};
+use super::{PATIENCE, POLL_INTERVAL, free_port, http_client};
+
+/// How many times in all a server is started on chosen ports, one of which was taken.
+const BIND_ATTEMPTS: usize = 5;
+
+/// What a server logs when a port it binds is taken: Go's wording, and Rust's
+/// ("Address already in use") once lowercased.
+const ADDRESS_IN_USE: &str = "address already in use";
 
 /// Where a server's log names an address it bound: on the first line that holds `line`,
 /// right after `key`, with a port other than 0 (`key` is `address=` in
@@ -19,6 +29,15 @@ use super::{PATIENCE, POLL_INTERVAL, http_client};
 pub struct LoggedAddress {
     pub line: &'static str,
     pub key: &'static str,
+}
+
+/// One start of a server on the ports chosen for it: its command and where it answers.
+pub struct Launch {
+    pub command: Command,
+    /// `http://127.0.0.1:<port>`, which the paths of [`ServerProcess::url`] are below.
+    pub base_url: String,
+    /// A path below `base_url`, or a URL of its own, that answers 2xx once it is ready.
+    pub ready: String,
 }
 
 /// A server started for a test, logging to `<dir>/<name>.log`; killed on drop, and its
@@ -52,6 +71,43 @@ impl ServerProcess {
         let address = server.logged_address(listening).await;
         server.base_url = format!("http://{address}");
         server.ready_or_fail(ready_path).await
+    }
+
+    /// Starts the server `launch` builds (in `dir`, on `N` loopback ports chosen for
+    /// it) and waits until it is ready. When it exits first because another process
+    /// took one of its ports in between (its log says "address already in use"), it is
+    /// started again on ports chosen anew, [`BIND_ATTEMPTS`] times in all; any other
+    /// failure panics with the log's tail. Returns the server and its ports.
+    pub async fn start_on_chosen_ports<const N: usize>(
+        name: &'static str,
+        dir: TempDir,
+        mut launch: impl FnMut(&Path, [u16; N]) -> Launch,
+    ) -> (Self, [u16; N]) {
+        let mut ports = [(); N].map(|()| free_port());
+        let first = launch(dir.path(), ports);
+        let mut ready = first.ready;
+        let mut server = Self::spawn(name, first.command, first.base_url, dir);
+        for attempt in 1.. {
+            let ready_url = server.url_or_own(&ready);
+            match server.wait_ready(&ready_url).await {
+                Ok(()) => break,
+                Err(NotReady::Exited(_)) if attempt < BIND_ATTEMPTS && server.port_was_taken() => {
+                    // Straight to stderr, past the test harness's capture: a retry is seen.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{name}: one of ports {ports:?} was taken before it bound it; \
+                         starting it on others"
+                    );
+                    ports = [(); N].map(|()| free_port());
+                    let again = launch(server.dir(), ports);
+                    ready = again.ready;
+                    server.base_url = again.base_url;
+                    server.child = spawn_logging(name, again.command, server.dir());
+                }
+                Err(not_ready) => server.fail(not_ready),
+            }
+        }
+        (server, ports)
     }
 
     /// Spawns `command` and waits until `GET <ready>` answers 2xx (a path below
@@ -92,6 +148,20 @@ impl ServerProcess {
             log.lines().find_map(|line| at.read(line))
         })
         .await
+    }
+
+    /// Waits until the server logs a line holding `text`, as long as it runs, at most
+    /// [`PATIENCE`]; panics with the log's tail when it does not.
+    pub async fn logged_line(&mut self, text: &str) {
+        self.wait_in_log("an awaited line not logged", |log| {
+            log.contains(text).then_some(())
+        })
+        .await;
+    }
+
+    /// The loopback address the log names `at` by now, if it does.
+    pub fn logged(&self, at: LoggedAddress) -> Option<SocketAddr> {
+        self.log().lines().find_map(|line| at.read(line))
     }
 
     /// What `find` reads in the log, as soon as it does: every [`POLL_INTERVAL`] while
@@ -142,6 +212,10 @@ impl ServerProcess {
 
     fn log(&self) -> String {
         std::fs::read_to_string(log_path(self.name, self.dir())).unwrap_or_default()
+    }
+
+    fn port_was_taken(&self) -> bool {
+        self.log().to_lowercase().contains(ADDRESS_IN_USE)
     }
 
     /// Waits until `GET <ready_url>` answers 2xx, while the server runs, at most
@@ -216,7 +290,12 @@ impl LoggedAddress {
 
 #[cfg(test)]
 mod tests {
-    use super::LoggedAddress;
+    use std::process::Command;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{BIND_ATTEMPTS, Launch, LoggedAddress, ServerProcess};
+    use crate::backend::{refusing_address, temp_dir};
 
     const LISTENING: LoggedAddress = LoggedAddress {
         line: "Listening on",
@@ -226,10 +305,93 @@ mod tests {
         line: "Starting GRPC server",
         key: "\"endpoint\": \"",
     };
+    const TAKEN: &str = "echo 'listen tcp 127.0.0.1:1: bind: address already in use' >&2; exit 1";
+
     fn read(at: LoggedAddress, log: &str) -> Option<String> {
         log.lines()
             .find_map(|line| at.read(line))
             .map(|a| a.to_string())
+    }
+
+    fn shell(script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        command
+    }
+
+    /// A URL that answers 200, for a stand-in server that is ready.
+    async fn answering() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a listener");
+        let url = format!("http://{}/", listener.local_addr().expect("its address"));
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    /// Starts a stand-in server whose `n`th start (from 1) runs `script(n)` and is
+    /// ready at `ready(n)`, in a task of its own; whether it started, and how many
+    /// times it was started.
+    async fn start_stand_in(
+        script: impl Fn(usize) -> &'static str + Send + 'static,
+        ready: impl Fn(usize) -> String + Send + 'static,
+    ) -> (bool, usize) {
+        let starts = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&starts);
+        let started = tokio::spawn(async move {
+            let launch = move |_: &std::path::Path, [_port]: [u16; 1]| {
+                let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                Launch {
+                    command: shell(script(n)),
+                    base_url: String::new(),
+                    ready: ready(n),
+                }
+            };
+            ServerProcess::start_on_chosen_ports("stand-in", temp_dir("stand-in"), launch).await
+        })
+        .await;
+        (started.is_ok(), starts.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_server_whose_port_was_taken_is_started_again_on_others() {
+        let (_held, refusing) = refusing_address();
+        let answering = answering().await;
+        let (started, starts) = start_stand_in(
+            |n| if n == 1 { TAKEN } else { "exec sleep 60" },
+            move |n| {
+                if n == 1 {
+                    format!("http://{refusing}/")
+                } else {
+                    answering.clone()
+                }
+            },
+        )
+        .await;
+        assert!(started);
+        assert_eq!(starts, 2);
+    }
+
+    #[tokio::test]
+    async fn starts_on_taken_ports_are_bounded() {
+        let (_held, refusing) = refusing_address();
+        let (started, starts) =
+            start_stand_in(|_| TAKEN, move |_| format!("http://{refusing}/")).await;
+        assert!(!started);
+        assert_eq!(starts, BIND_ATTEMPTS);
+    }
+
+    #[tokio::test]
+    async fn a_server_that_fails_otherwise_is_not_started_again() {
+        let (_held, refusing) = refusing_address();
+        let (started, starts) = start_stand_in(
+            |_| "echo 'no such config' >&2; exit 3",
+            move |_| format!("http://{refusing}/"),
+        )
+        .await;
+        assert!(!started);
+        assert_eq!(starts, 1);
     }
 
     #[test]
