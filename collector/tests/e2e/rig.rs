@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_built_or_skip};
-use opscope_testkit::backend::{TempDir, free_port, temp_dir};
+use opscope_testkit::backend::{HeldPort, TempDir, free_port, temp_dir};
 use opscope_testkit::control_plane::{ApiClient, ControlPlane};
 use opscope_testkit::jaeger::{Jaeger, jaeger_or_skip};
 use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
@@ -118,8 +118,8 @@ impl Rig {
         let prometheus_port = free_port();
         // Prometheus scrapes the all-in-one agent; the gateways push by remote write.
         let backends = Backends::start(&format!("127.0.0.1:{prometheus_port}")).await;
-        // The API server's port is chosen first: the kernel probe watches it.
-        let apiserver_port = free_port();
+        // The API server's port is chosen first, and held: the kernel probe watches it.
+        let apiserver_port = HeldPort::shareable();
         let kernel_probe = match kernel_probe_unavailable(cfg!(feature = "ebpf")) {
             None => CgroupLayout::available()
                 .into_iter()

@@ -1,8 +1,9 @@
 //! A server process a test starts: its output in a log file, ready when an HTTP probe
-//! answers 2xx, killed on drop with its directory removed. It is started on port 0
-//! and found where its log says it listens; a server that cannot say is started on
-//! ports chosen for it, and started again on others when one was taken before it
-//! bound it.
+//! answers 2xx, killed on drop with its directory removed. No other process can take
+//! its port between the choice and the bind: it is started on port 0 and found where
+//! its log says it listens, or on ports held for it that it binds with `SO_REUSEPORT`;
+//! a server that can do neither is started on ports chosen for it, and started again
+//! on others when one of them was taken before it bound it.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -56,6 +57,14 @@ enum NotReady {
 }
 
 impl ServerProcess {
+    /// Starts the server `launch` builds, on ports no other process can take (held for
+    /// it: [`super::HeldPort::shareable`]), and waits until it is ready; panics with the
+    /// log's tail when it exits first or is not ready within [`PATIENCE`].
+    pub async fn start(name: &'static str, launch: Launch, dir: TempDir) -> Self {
+        let server = Self::spawn(name, launch.command, launch.base_url, dir);
+        server.ready_or_fail(&launch.ready).await
+    }
+
     /// Starts `command`, its HTTP listener given port 0; waits until its log names
     /// the loopback address it bound (`listening`), then until
     /// `GET <that address><ready_path>` answers 2xx. Panics with the log's tail when
@@ -108,20 +117,6 @@ impl ServerProcess {
             }
         }
         (server, ports)
-    }
-
-    /// Spawns `command` and waits until `GET <ready>` answers 2xx (a path below
-    /// `base_url`, or a URL of its own); panics with the log's tail when the server
-    /// exits first or is not ready within [`PATIENCE`].
-    pub async fn start_ready_at(
-        name: &'static str,
-        command: Command,
-        base_url: String,
-        ready: &str,
-        dir: TempDir,
-    ) -> Self {
-        let server = Self::spawn(name, command, base_url, dir);
-        server.ready_or_fail(ready).await
     }
 
     /// `path` (with its leading `/`) on the server.
