@@ -15,7 +15,7 @@ use common::{Opscope, OtlpSink, Received};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_or_skip, labels};
-use opscope_testkit::backend::{free_port, poll_until};
+use opscope_testkit::backend::{HeldPort, poll_until, refusing_address};
 use opscope_testkit::loki::{self, Entry, PUSH_PATH, Stream};
 use opscope_testkit::prometheus::{PrometheusServer, QueriedSeries, one_with, prometheus_or_skip};
 use opscope_testkit::recording::RecordingServer;
@@ -45,6 +45,8 @@ struct Backends {
     /// Takes the demo's remote write.
     remote_write: PrometheusServer,
     alertmanager: Alertmanager,
+    /// The remote-write store's scrape target, refused for as long as it runs.
+    _nothing_there: HeldPort,
     loki: RecordingServer,
     otlp: OtlpSink,
 }
@@ -54,10 +56,11 @@ impl Backends {
     async fn start() -> Option<Self> {
         let prometheus_binary = prometheus_or_skip()?;
         let alertmanager = alertmanager_or_skip()?;
-        let nothing_to_scrape = format!("127.0.0.1:{}", free_port());
+        let (nothing_there, nothing_to_scrape) = refusing_address();
         Some(Self {
             remote_write: PrometheusServer::start(&prometheus_binary, nothing_to_scrape).await,
             prometheus_binary,
+            _nothing_there: nothing_there,
             alertmanager: Alertmanager::start(&alertmanager).await,
             loki: RecordingServer::start(&[]).await,
             otlp: OtlpSink::grpc(),

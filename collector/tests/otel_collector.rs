@@ -31,7 +31,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opscope_testkit::backend::{poll_until, temp_dir};
-use opscope_testkit::otel_collector::{OtelCollector, loopback_endpoint, otel_collector_or_skip};
+use opscope_testkit::otel_collector::{ANY_PORT, OtelCollector, otel_collector_or_skip};
 
 fn repo(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -115,13 +115,12 @@ service:
     let ports = agent.ports();
     let signals = agent.address("exporters.prometheus");
 
-    let collector_otlp = loopback_endpoint();
     let collector_config = format!(
         r#"receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: {collector_otlp}
+        endpoint: {ANY_PORT}
   filelog:
     include: ["{pods}/*/*/*.log"]
     start_at: beginning
@@ -157,7 +156,7 @@ service:
     );
     let collector = OtelCollector::start(&binary, &collector_config).await;
     let fleet = tokio::spawn(common::fleet::send_the_fleet(
-        format!("http://{collector_otlp}"),
+        format!("http://{}", collector.otlp_grpc_endpoint()),
         Duration::from_secs(40),
     ));
 
@@ -229,15 +228,14 @@ async fn opscope_exports_to_the_collector_intact() {
         return;
     };
     let sink = OtlpSink::grpc();
-    let [collector_grpc, collector_http] = [(); 2].map(|()| loopback_endpoint());
     let collector_config = format!(
         r#"receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: {collector_grpc}
+        endpoint: {ANY_PORT}
       http:
-        endpoint: {collector_http}
+        endpoint: {ANY_PORT}
 processors:
   batch:
     timeout: 100ms
@@ -264,6 +262,8 @@ service:
         sink = sink.addr(),
     );
     let collector = OtelCollector::start(&binary, &collector_config).await;
+    let collector_grpc = collector.otlp_grpc_endpoint();
+    let collector_http = collector.otlp_http_endpoint();
 
     let ports = Ports::ANY;
     let agent_config = format!(

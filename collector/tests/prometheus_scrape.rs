@@ -16,7 +16,7 @@ use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use common::{Opscope, OtlpSink, Ports, free_port, wait_until};
+use common::{Opscope, OtlpSink, Ports, wait_until};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{
     Metric, ResourceMetrics, metric::Data, number_data_point,
@@ -182,7 +182,8 @@ fn gauge_value(metric: &Metric) -> Option<f64> {
 #[test]
 fn a_controller_runtime_page_arrives_as_otlp_metrics_and_a_dead_target_as_up_0() {
     let endpoint = MetricsEndpoint::start();
-    let dead = format!("127.0.0.1:{}", free_port());
+    // Refused while the test runs: nothing else can take the port.
+    let (_held, dead) = opscope_testkit::backend::refusing_address();
     let sink = OtlpSink::grpc();
     let ports = Ports::ANY;
     let config = format!(

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::Opscope;
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_built_or_skip, labels};
-use opscope_testkit::backend::{free_port, poll_until};
+use opscope_testkit::backend::{HeldPort, poll_until, refusing_address};
 use opscope_testkit::jaeger::{Jaeger, QueriedSpan, full_trace_id, jaeger_or_skip};
 use opscope_testkit::prometheus::{
     PrometheusOptions, PrometheusServer, one_with, prometheus3_or_skip,
@@ -67,6 +67,8 @@ struct Servers {
     /// the rules' alerts firing for the lookback's 5 minutes after the demo stops).
     remote_write: PrometheusServer,
     alertmanager: Alertmanager,
+    /// The remote-write store's scrape target, refused for as long as it runs.
+    _nothing_there: HeldPort,
 }
 
 impl Servers {
@@ -76,12 +78,13 @@ impl Servers {
         let prometheus_binary = prometheus3_or_skip()?;
         let alertmanager = alertmanager_built_or_skip()?;
         let alertmanager = Alertmanager::start(&alertmanager).await;
-        let nothing_to_scrape = format!("127.0.0.1:{}", free_port());
+        let (nothing_there, nothing_to_scrape) = refusing_address();
         Some(Self {
             jaeger: Jaeger::start(&jaeger).await,
             logs: VictoriaLogs::start(&logs).await,
             remote_write: PrometheusServer::start(&prometheus_binary, nothing_to_scrape).await,
             prometheus_binary,
+            _nothing_there: nothing_there,
             alertmanager,
         })
     }
@@ -555,7 +558,7 @@ async fn otlphttp_metrics_reach_prometheus3_under_the_documented_names() {
         ..PrometheusOptions::default()
     };
     // Nothing to scrape: the series arrive over OTLP.
-    let unused = format!("127.0.0.1:{}", free_port());
+    let (_held, unused) = refusing_address();
     let prometheus = PrometheusServer::start_with(&binary, &unused, &options).await;
     let otlp_base = prometheus
         .otlp_metrics_url()

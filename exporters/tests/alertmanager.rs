@@ -12,7 +12,7 @@ use opscope_exporters::{ExportError, Exporter, SignalBatch};
 use opscope_model::signal::{Signal, SignalState};
 use opscope_model::timestamp::format_rfc3339;
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_or_skip, labels};
-use opscope_testkit::backend::free_port;
+use opscope_testkit::backend::refusing_address;
 use opscope_testkit::signals::loop_signal_seen;
 use serde_json::Value;
 
@@ -139,7 +139,8 @@ async fn firing_alerts_are_resent_and_an_unreachable_one_is_retried() {
         return;
     };
     let alertmanager = Alertmanager::start(&binary).await;
-    let unreachable = format!("http://127.0.0.1:{}", free_port());
+    let (_nothing_listens, unreachable) = refusing_address();
+    let unreachable = format!("http://{unreachable}");
     let exporter = exporter(&[&unreachable, alertmanager.url()], "200ms");
     let result = exporter.export(&SignalBatch(vec![loop_signal()])).await;
     let retryable = matches!(&result, Err(ExportError::Retryable { reason, .. })

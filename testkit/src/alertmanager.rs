@@ -1,4 +1,4 @@
-//! A real Alertmanager on a free loopback port, clustering off, routing every alert to
+//! A real Alertmanager on a loopback port of its choosing, clustering off, routing every alert to
 //! a receiver that notifies no one: a test sends it alerts and reads back what it lists.
 //! Debian's (0.25) from `PATH`, or 0.35 as `testkit/backends/build alertmanager` builds
 //! it from its module.
@@ -10,11 +10,18 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::backend::{
-    ServerProcess, built_or_skip, free_port, http_client, installed_or_skip, poll_until, temp_dir,
+    LoggedAddress, ServerProcess, built_or_skip, http_client, installed_or_skip, poll_until,
+    temp_dir,
 };
 
 /// Debian's name for the binary, then upstream's.
 const BINARIES: [&str; 2] = ["prometheus-alertmanager", "alertmanager"];
+/// What Alertmanager logs with the address it bound (`msg="Listening on"
+/// address=127.0.0.1:34833`).
+const LISTENING: LoggedAddress = LoggedAddress {
+    line: "Listening on",
+    key: "address=",
+};
 const CONFIG: &str = "route:\n  receiver: \"null\"\nreceivers:\n  - name: \"null\"\n";
 
 /// The Alertmanager binary, or `None` (with the reason printed) when the test may skip.
@@ -28,7 +35,7 @@ pub fn alertmanager_built_or_skip() -> Option<PathBuf> {
     built_or_skip("alertmanager", "alertmanager")
 }
 
-/// An Alertmanager on a free loopback port, killed on drop.
+/// An Alertmanager on a loopback port of its choosing, killed on drop.
 pub struct Alertmanager {
     process: ServerProcess,
     url: String,
@@ -41,7 +48,6 @@ impl Alertmanager {
         let dir = temp_dir("opscope-alertmanager");
         let config = dir.path().join("alertmanager.yml");
         std::fs::write(&config, CONFIG).expect("write config");
-        let port = free_port();
         let mut command = Command::new(binary);
         command
             .arg(format!("--config.file={}", config.display()))
@@ -49,10 +55,12 @@ impl Alertmanager {
                 "--storage.path={}",
                 dir.path().join("data").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .arg("--cluster.listen-address=");
-        let url = format!("http://127.0.0.1:{port}");
-        let process = ServerProcess::start("alertmanager", command, url.clone(), dir).await;
+        let process =
+            ServerProcess::start_on_port_zero("alertmanager", command, LISTENING, "/-/ready", dir)
+                .await;
+        let url = process.url("");
         Self {
             process,
             url,

@@ -15,7 +15,7 @@ use base64::prelude::{BASE64_STANDARD, Engine as _};
 use rcgen::KeyPair;
 use serde_json::Value;
 
-use crate::backend::{ServerProcess, TempDir, built_or_skip, free_port, temp_dir};
+use crate::backend::{HeldPort, Launch, ServerProcess, TempDir, built_or_skip, temp_dir};
 use crate::pki::{TestCa, Usage};
 
 /// kube-apiserver takes longer than the other servers to be ready: it installs its
@@ -48,32 +48,33 @@ pub fn control_plane_or_skip() -> Option<(PathBuf, PathBuf)> {
     Some((etcd, apiserver))
 }
 
-/// etcd and kube-apiserver on free loopback ports; both killed on drop.
+/// etcd and kube-apiserver on loopback; both killed on drop.
 pub struct ControlPlane {
-    _etcd: ServerProcess,
+    _etcd: Etcd,
     apiserver: Mutex<Option<Child>>,
     apiserver_command: Vec<String>,
     apiserver_binary: PathBuf,
-    port: u16,
+    port: HeldPort,
     ca_pem: String,
     tokens: Vec<(String, String)>,
     dir: TempDir,
 }
 
 impl ControlPlane {
-    /// Starts etcd, then kube-apiserver on loopback port `port` (chosen by the caller,
-    /// who may have told others where it will be) with a static token for each of
+    /// Starts etcd, then kube-apiserver on loopback port `port` (held by the caller,
+    /// who may have told others where it will be; it binds it with `SO_REUSEPORT`, and
+    /// the port stays held for it while it is down) with a static token for each of
     /// `users` (and the test's own admin), its audit webhook posting to
     /// `http://{audit_webhook}/`, and waits until `/readyz` answers.
     pub async fn start(
         etcd: &Path,
         apiserver: &Path,
-        port: u16,
+        port: HeldPort,
         audit_webhook: &str,
         users: &[String],
     ) -> Self {
-        let etcd_process = start_etcd(etcd).await;
-        let etcd_url = etcd_process.url("");
+        let etcd = start_etcd(etcd).await;
+        let etcd_url = etcd.process.url("");
         let dir = temp_dir("kube-apiserver");
         let pki = write_pki(dir.path());
         let mut tokens = vec![(ADMIN_USER.to_string(), token_for(ADMIN_USER))];
@@ -104,7 +105,10 @@ impl ControlPlane {
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
-            format!("--secure-port={port}"),
+            format!("--secure-port={}", port.port()),
+            // The port is held (not listening) by `port` as long as the control plane
+            // lives: no other process takes it, even while the server is down.
+            "--permit-port-sharing".into(),
             format!("--tls-cert-file={}", path("apiserver.crt")),
             format!("--tls-private-key-file={}", path("apiserver.key")),
             format!("--cert-dir={}", path("certs")),
@@ -130,7 +134,7 @@ impl ControlPlane {
             "--profiling=false".into(),
         ];
         let control_plane = Self {
-            _etcd: etcd_process,
+            _etcd: etcd,
             apiserver: Mutex::new(None),
             apiserver_command,
             apiserver_binary: apiserver.to_path_buf(),
@@ -145,12 +149,12 @@ impl ControlPlane {
 
     /// `https://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!("https://{}", self.port.address())
     }
 
     /// `127.0.0.1:<port>`, for a proxy in front of it.
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.port.address()
     }
 
     /// The CA that signed the API server's certificate, as PEM.
@@ -262,30 +266,40 @@ impl Drop for ControlPlane {
     }
 }
 
-async fn start_etcd(binary: &Path) -> ServerProcess {
+/// etcd alone, on client and peer ports held for it for as long as it runs (it binds
+/// them with `SO_REUSEPORT`). It would take port 0, but it advertises its client URL
+/// and its JSON gateway dials the one it was given, so it is given real ones.
+struct Etcd {
+    process: ServerProcess,
+    _ports: [HeldPort; 2],
+}
+
+async fn start_etcd(binary: &Path) -> Etcd {
+    let [client, peer] = [(); 2].map(|()| HeldPort::shareable());
     let dir = temp_dir("etcd");
-    let (client, peer) = (free_port(), free_port());
     let mut command = Command::new(binary);
     command.args([
         "--name=e2e".to_string(),
         format!("--data-dir={}", dir.path().join("data").display()),
-        format!("--listen-client-urls=http://127.0.0.1:{client}"),
-        format!("--advertise-client-urls=http://127.0.0.1:{client}"),
-        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-        format!("--initial-cluster=e2e=http://127.0.0.1:{peer}"),
+        format!("--listen-client-urls=http://{}", client.address()),
+        format!("--advertise-client-urls=http://{}", client.address()),
+        format!("--listen-peer-urls=http://{}", peer.address()),
+        format!("--initial-advertise-peer-urls=http://{}", peer.address()),
+        format!("--initial-cluster=e2e=http://{}", peer.address()),
+        "--socket-reuse-port".into(),
         // The data is thrown away after the test: durability would only cost time.
         "--unsafe-no-fsync".into(),
         "--log-level=warn".into(),
     ]);
-    ServerProcess::start_ready_at(
-        "etcd",
+    let launch = Launch {
         command,
-        format!("http://127.0.0.1:{client}"),
-        "/health",
-        dir,
-    )
-    .await
+        base_url: format!("http://{}", client.address()),
+        ready: "/health".into(),
+    };
+    Etcd {
+        process: ServerProcess::start("etcd", launch, dir).await,
+        _ports: [client, peer],
+    }
 }
 
 /// Writes the serving certificate (signed by a CA of its own) and the service-account
@@ -481,4 +495,46 @@ pub fn sum_samples(exposition: &str, family: &str, wanted: &[(&str, &str)]) -> f
             .flatten()
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::prelude::{BASE64_STANDARD, Engine as _};
+    use serde_json::{Value, json};
+
+    use super::start_etcd;
+    use crate::backend::{ServerProcess, built_or_skip, http_client};
+
+    /// etcd on the client port held for it: a key put there is read back.
+    #[tokio::test]
+    async fn etcd_serves_on_the_port_held_for_it() {
+        let Some(binary) = built_or_skip("etcd", "etcd") else {
+            return;
+        };
+        let etcd = start_etcd(&binary).await;
+        let (key, value) = (BASE64_STANDARD.encode("k"), BASE64_STANDARD.encode("v"));
+        post(
+            &etcd.process,
+            "/v3/kv/put",
+            json!({ "key": key, "value": value }),
+        )
+        .await;
+        let range = post(&etcd.process, "/v3/kv/range", json!({ "key": key })).await;
+        assert_eq!(range["kvs"][0]["value"], value, "{range}");
+    }
+
+    /// A POST of `body` to etcd's JSON gateway; its answer, which must be 2xx.
+    async fn post(etcd: &ServerProcess, path: &str, body: Value) -> Value {
+        let answer = http_client()
+            .post(etcd.url(path))
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("{path}: {error}\n{}", etcd.log_tail()));
+        let status = answer.status();
+        let text = answer.text().await.unwrap_or_default();
+        assert!(status.is_success(), "{path}: {status} {text}");
+        serde_json::from_str(&text).expect("etcd answers JSON")
+    }
 }

@@ -1,5 +1,5 @@
-//! A real Jaeger v2 (built by `testkit/backends/build jaeger`) on free loopback ports:
-//! OTLP over gRPC and HTTP into in-memory storage, and the query API the Jaeger UI
+//! A real Jaeger v2 (built by `testkit/backends/build jaeger`) on loopback ports of its
+//! choosing, read from its log: OTLP over gRPC and HTTP into in-memory storage, and the query API the Jaeger UI
 //! reads (`/api/services`, `/api/traces`, `/api/traces/{id}`).
 
 use std::path::{Path, PathBuf};
@@ -7,14 +7,32 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::backend::{ServerProcess, built_or_skip, free_port, http_client, poll_until, temp_dir};
+use crate::backend::{
+    LoggedAddress, ServerProcess, built_or_skip, http_client, poll_until, temp_dir,
+};
+
+/// Where Jaeger logs the addresses it bound: its query server's HTTP listener, and
+/// its OTLP receiver's (the query server's gRPC listener, on a line with the same
+/// message, logs `"addr": "127.0.0.1:0"`).
+const QUERY_HTTP: LoggedAddress = LoggedAddress {
+    line: "Query server started",
+    key: "\"http_addr\": \"",
+};
+const OTLP_GRPC: LoggedAddress = LoggedAddress {
+    line: "Starting GRPC server",
+    key: "\"endpoint\": \"",
+};
+const OTLP_HTTP: LoggedAddress = LoggedAddress {
+    line: "Starting HTTP server",
+    key: "\"endpoint\": \"",
+};
 
 /// The `jaeger` binary, or `None` (with the reason printed) when the test may skip.
 pub fn jaeger_or_skip() -> Option<PathBuf> {
     built_or_skip("jaeger", "jaeger")
 }
 
-/// A Jaeger on free loopback ports, killed on drop.
+/// A Jaeger on loopback ports of its choosing, killed on drop.
 pub struct Jaeger {
     process: ServerProcess,
     otlp_grpc: String,
@@ -53,18 +71,19 @@ impl Jaeger {
     /// Starts Jaeger and waits until its query API answers.
     pub async fn start(binary: &Path) -> Self {
         let dir = temp_dir("opscope-jaeger");
-        let [grpc, http, query, query_grpc] = [(); 4].map(|()| free_port());
         let config = dir.path().join("jaeger.yaml");
-        std::fs::write(&config, config_yaml(grpc, http, query, query_grpc)).expect("config");
+        std::fs::write(&config, CONFIG).expect("config");
         let mut command = Command::new(binary);
         command.arg(format!("--config={}", config.display()));
-        let base_url = format!("http://127.0.0.1:{query}");
-        let process =
-            ServerProcess::start_ready_at("jaeger", command, base_url, "/api/services", dir).await;
+        let mut process =
+            ServerProcess::start_on_port_zero("jaeger", command, QUERY_HTTP, "/api/services", dir)
+                .await;
+        let otlp_grpc = format!("http://{}", process.logged_address(OTLP_GRPC).await);
+        let otlp_http = format!("http://{}", process.logged_address(OTLP_HTTP).await);
         Self {
             process,
-            otlp_grpc: format!("http://127.0.0.1:{grpc}"),
-            otlp_http: format!("http://127.0.0.1:{http}"),
+            otlp_grpc,
+            otlp_http,
             http: http_client(),
         }
     }
@@ -149,11 +168,10 @@ impl Jaeger {
     }
 }
 
-/// Jaeger's own config: the OTLP receiver into a memory store the query API reads;
-/// its self-telemetry off, so that no fixed port is bound.
-fn config_yaml(grpc: u16, http: u16, query: u16, query_grpc: u16) -> String {
-    format!(
-        "service:
+/// Jaeger's own config: the OTLP receiver into a memory store the query API reads,
+/// every listener on a port of its choosing; its self-telemetry off, so that no fixed
+/// port is bound.
+const CONFIG: &str = "service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
     traces:
@@ -173,25 +191,23 @@ extensions:
     storage:
       traces: memstore
     http:
-      endpoint: 127.0.0.1:{query}
+      endpoint: 127.0.0.1:0
     grpc:
-      endpoint: 127.0.0.1:{query_grpc}
+      endpoint: 127.0.0.1:0
 receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{grpc}
+        endpoint: 127.0.0.1:0
       http:
-        endpoint: 127.0.0.1:{http}
+        endpoint: 127.0.0.1:0
 processors:
   batch:
     timeout: 100ms
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
-"
-    )
-}
+";
 
 fn strings(list: &Value) -> Vec<String> {
     list.as_array()

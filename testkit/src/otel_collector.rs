@@ -1,13 +1,33 @@
 //! A real OpenTelemetry Collector (the distribution `testkit/backends/build otelcol`
 //! builds: otlp receiver and exporters, filelog receiver, batch processor, debug
-//! exporter) on free loopback ports, run on a config the test writes. Its own
-//! metrics (`otelcol_receiver_accepted_*`, `otelcol_exporter_sent_*`) are served on a
-//! port of their own, which is also how the test knows it is up.
+//! exporter) on loopback, run on a config the test writes. Its OTLP receiver is given
+//! port 0 ([`ANY_PORT`]) and found where the Collector logs what it bound; its own
+//! metrics (`otelcol_receiver_accepted_*`, `otelcol_exporter_sent_*`), whose address
+//! it does not log, are served on a port chosen for them (the Collector is started
+//! again on another when that one was taken), which is also how the test knows it is
+//! up.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::backend::{ServerProcess, built_or_skip, free_port, http_client, temp_dir};
+use crate::backend::{Launch, LoggedAddress, ServerProcess, built_or_skip, http_client, temp_dir};
+
+/// The endpoint to give a receiver in the config: the Collector binds a port of its
+/// choosing, which [`OtelCollector::otlp_grpc_endpoint`] and
+/// [`OtelCollector::otlp_http_endpoint`] tell.
+pub const ANY_PORT: &str = "127.0.0.1:0";
+
+/// Where the Collector logs the addresses its OTLP receiver bound, and that its
+/// pipelines all run.
+const OTLP_GRPC: LoggedAddress = LoggedAddress {
+    line: "Starting GRPC server",
+    key: "\"endpoint\": \"",
+};
+const OTLP_HTTP: LoggedAddress = LoggedAddress {
+    line: "Starting HTTP server",
+    key: "\"endpoint\": \"",
+};
+const EVERYTHING_READY: &str = "Everything is ready";
 
 /// The Collector binary, or `None` (with the reason printed) when the test may skip.
 pub fn otel_collector_or_skip() -> Option<PathBuf> {
@@ -18,48 +38,57 @@ pub fn otel_collector_or_skip() -> Option<PathBuf> {
 pub struct OtelCollector {
     process: ServerProcess,
     metrics_url: String,
+    otlp_grpc: Option<String>,
+    otlp_http: Option<String>,
     http: reqwest::Client,
 }
 
 impl OtelCollector {
     /// Starts the Collector on `pipelines_yaml` (its `receivers`, `processors`,
     /// `exporters` and `service.pipelines`, with `service:` last and
-    /// `telemetry` left to this function) and waits until it serves its metrics.
+    /// `telemetry` left to this function; receivers on [`ANY_PORT`]) and waits until it
+    /// serves its metrics and has started every pipeline.
     pub async fn start(binary: &Path, pipelines_yaml: &str) -> Self {
         let dir = temp_dir("opscope-otelcol");
-        let metrics_port = free_port();
-        let config = dir.path().join("otelcol.yaml");
-        let telemetry = format!(
-            "  telemetry:
-    logs:
-      level: info
-    metrics:
-      level: detailed
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: {metrics_port}
-"
-        );
-        std::fs::write(&config, format!("{pipelines_yaml}{telemetry}")).expect("config");
-        let mut command = Command::new(binary);
-        command.arg(format!("--config={}", config.display()));
-        let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
-        let process = ServerProcess::start_ready_at(
-            "otelcol",
-            command,
-            metrics_url.clone(),
-            &metrics_url,
-            dir,
-        )
-        .await;
+        let (mut process, [metrics_port]) =
+            ServerProcess::start_on_chosen_ports("otelcol", dir, |dir, [metrics_port]| {
+                let config = dir.join("otelcol.yaml");
+                let yaml = format!("{pipelines_yaml}{}", telemetry_yaml(metrics_port));
+                std::fs::write(&config, yaml).expect("config");
+                let mut command = Command::new(binary);
+                command.arg(format!("--config={}", config.display()));
+                let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
+                Launch {
+                    command,
+                    base_url: metrics_url.clone(),
+                    ready: metrics_url,
+                }
+            })
+            .await;
+        process.logged_line(EVERYTHING_READY).await;
         Self {
+            metrics_url: format!("http://127.0.0.1:{metrics_port}/metrics"),
+            otlp_grpc: process.logged(OTLP_GRPC).map(|a| a.to_string()),
+            otlp_http: process.logged(OTLP_HTTP).map(|a| a.to_string()),
             process,
-            metrics_url,
             http: http_client(),
         }
+    }
+
+    /// `127.0.0.1:<port>` where its OTLP receiver takes gRPC; panics when the config
+    /// has none.
+    pub fn otlp_grpc_endpoint(&self) -> &str {
+        self.otlp_grpc
+            .as_deref()
+            .expect("the Collector's config has an OTLP receiver taking gRPC")
+    }
+
+    /// `127.0.0.1:<port>` where its OTLP receiver takes HTTP; panics when the config
+    /// has none.
+    pub fn otlp_http_endpoint(&self) -> &str {
+        self.otlp_http
+            .as_deref()
+            .expect("the Collector's config has an OTLP receiver taking HTTP")
     }
 
     /// The Collector's own metrics page.
@@ -96,7 +125,20 @@ impl OtelCollector {
     }
 }
 
-/// A loopback `host:port` that was free a moment ago, for a Collector receiver.
-pub fn loopback_endpoint() -> String {
-    format!("127.0.0.1:{}", free_port())
+/// The `service.telemetry` section: logs at info, metrics served on `port`.
+fn telemetry_yaml(port: u16) -> String {
+    format!(
+        "  telemetry:
+    logs:
+      level: info
+    metrics:
+      level: detailed
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: {port}
+"
+    )
 }

@@ -1,4 +1,4 @@
-//! A real Prometheus on a free loopback port that scrapes one target every second
+//! A real Prometheus on a loopback port of its choosing that scrapes one target every second
 //! (`honor_labels: true`, job `opscope`), evaluates rule files every second, receives
 //! remote write and answers PromQL; and `promtool check metrics`. Debian's 2.x from
 //! `PATH`, or 3.x as `testkit/backends/build prometheus` builds it from its module,
@@ -14,7 +14,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::backend::{
-    ServerProcess, built_or_skip, free_port, http_client, installed_or_skip, poll_until, temp_dir,
+    LoggedAddress, ServerProcess, built_or_skip, http_client, installed_or_skip, poll_until,
+    temp_dir,
+};
+
+/// What Prometheus logs with the address it bound (`msg="Listening on"
+/// address=127.0.0.1:34833`); an earlier line names the configured `127.0.0.1:0`.
+const LISTENING: LoggedAddress = LoggedAddress {
+    line: "Listening on",
+    key: "address=",
 };
 
 /// A series an instant query returned: its labels and value.
@@ -70,7 +78,7 @@ pub fn promtool_check(promtool: &Path, exposition: &str) -> (bool, String) {
     (output.status.success(), said)
 }
 
-/// A Prometheus server on a free loopback port, killed on drop.
+/// A Prometheus server on a loopback port of its choosing, killed on drop.
 pub struct PrometheusServer {
     process: ServerProcess,
     http: reqwest::Client,
@@ -106,7 +114,6 @@ impl PrometheusServer {
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, scrape_config(scrape_target, options))
             .expect("config written");
-        let port = free_port();
         let mut command = Command::new(binary);
         command
             .arg(format!("--config.file={}", config_path.display()))
@@ -114,14 +121,15 @@ impl PrometheusServer {
                 "--storage.tsdb.path={}",
                 dir.path().join("data").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--web.listen-address=127.0.0.1:0")
             .arg("--web.enable-remote-write-receiver")
             .arg("--enable-feature=exemplar-storage");
         if options.otlp_receiver {
             command.arg("--web.enable-otlp-receiver");
         }
-        let base_url = format!("http://127.0.0.1:{port}");
-        let process = ServerProcess::start("prometheus", command, base_url, dir).await;
+        let process =
+            ServerProcess::start_on_port_zero("prometheus", command, LISTENING, "/-/ready", dir)
+                .await;
         Self {
             process,
             http: http_client(),

@@ -1,5 +1,5 @@
-//! A real VictoriaLogs (built by `testkit/backends/build victorialogs`) on a free
-//! loopback port: it takes Loki's push API at `/insert/loki/api/v1/push` (protobuf +
+//! A real VictoriaLogs (built by `testkit/backends/build victorialogs`) on a loopback
+//! port of its choosing: it takes Loki's push API at `/insert/loki/api/v1/push` (protobuf +
 //! snappy, `X-Scope-OrgID` as its tenant) and answers LogsQL at `/select/logsql/query`.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,16 @@ use std::process::Command;
 
 use serde_json::{Map, Value};
 
-use crate::backend::{ServerProcess, built_or_skip, free_port, http_client, poll_until, temp_dir};
+use crate::backend::{
+    LoggedAddress, ServerProcess, built_or_skip, http_client, poll_until, temp_dir,
+};
+
+/// What VictoriaLogs logs with the address it bound
+/// (`started server at http://127.0.0.1:38445/`).
+const LISTENING: LoggedAddress = LoggedAddress {
+    line: "started server at",
+    key: "http://",
+};
 
 /// The `victoria-logs` binary, or `None` (with the reason printed) when the test may skip.
 pub fn victorialogs_or_skip() -> Option<PathBuf> {
@@ -18,7 +27,7 @@ pub fn victorialogs_or_skip() -> Option<PathBuf> {
 /// labels and the structured metadata, each a field of its own).
 pub type LogEntry = Map<String, Value>;
 
-/// A VictoriaLogs on a free loopback port, killed on drop.
+/// A VictoriaLogs on a loopback port of its choosing, killed on drop.
 pub struct VictoriaLogs {
     process: ServerProcess,
     http: reqwest::Client,
@@ -28,10 +37,9 @@ impl VictoriaLogs {
     /// Starts VictoriaLogs and waits until it is healthy.
     pub async fn start(binary: &Path) -> Self {
         let dir = temp_dir("opscope-victorialogs");
-        let port = free_port();
         let mut command = Command::new(binary);
         command
-            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            .arg("-httpListenAddr=127.0.0.1:0")
             .arg(format!(
                 "-storageDataPath={}",
                 dir.path().join("data").display()
@@ -41,9 +49,9 @@ impl VictoriaLogs {
             // Keep each line as Loki would (VictoriaLogs otherwise splits a JSON line
             // into fields and has no `_msg` when it holds no `msg`).
             .arg("-loki.disableMessageParsing");
-        let base_url = format!("http://127.0.0.1:{port}");
         let process =
-            ServerProcess::start_ready_at("victoria-logs", command, base_url, "/health", dir).await;
+            ServerProcess::start_on_port_zero("victoria-logs", command, LISTENING, "/health", dir)
+                .await;
         Self {
             process,
             http: http_client(),

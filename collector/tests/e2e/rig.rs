@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use opscope_testkit::alertmanager::{Alertmanager, alertmanager_built_or_skip};
-use opscope_testkit::backend::{TempDir, free_port, temp_dir};
+use opscope_testkit::backend::{HeldPort, TempDir, free_port, temp_dir};
 use opscope_testkit::control_plane::{ApiClient, ControlPlane};
 use opscope_testkit::jaeger::{Jaeger, jaeger_or_skip};
 use opscope_testkit::operator_pod::{OperatorPod, PodIdentity};
@@ -129,8 +129,8 @@ impl Rig {
         // before either starts: one of the run's own; the gateways push by remote write.
         let prometheus = format!("{}.1:{}", own_loopback_block(), free_port());
         let backends = Backends::start(&prometheus).await;
-        // The API server's port is chosen first: the kernel probe watches it.
-        let apiserver_port = free_port();
+        // The API server's port is chosen first, and held: the kernel probe watches it.
+        let apiserver_port = HeldPort::shareable();
         let kernel_probe = match kernel_probe_unavailable(cfg!(feature = "ebpf")) {
             None => CgroupLayout::available()
                 .into_iter()

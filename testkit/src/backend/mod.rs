@@ -1,16 +1,18 @@
 //! Installed servers and how tests use them: find one or skip (unless
-//! `OPSCOPE_REQUIRE_BACKENDS=1`), free loopback ports, temporary directories, an HTTP
-//! client, bounded polling, and a server process that is killed on drop.
+//! `OPSCOPE_REQUIRE_BACKENDS=1`), temporary directories, an HTTP client and bounded
+//! polling; loopback ports (`ports`) and the server process, killed on drop
+//! (`server_process`).
 
-use std::fs::File;
+mod ports;
+mod server_process;
+
 use std::future::Future;
-use std::hash::{BuildHasher, RandomState};
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use ports::{HeldPort, free_port, refusing_address};
+pub use server_process::{Launch, LoggedAddress, ServerProcess};
 pub use tempfile::TempDir;
 
 /// Longest wait for a server to start, and for what it reports to change.
@@ -80,17 +82,6 @@ fn on_path(binary: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// A loopback port that was free a moment ago, for a server another process binds. It
-/// is picked below the kernel's ephemeral range (32768 and up), where the outgoing
-/// connections of the tests running alongside cannot take it before the server does.
-pub fn free_port() -> u16 {
-    let random = RandomState::new();
-    (0u64..)
-        .map(|attempt| 10_000 + (random.hash_one(attempt) % 20_000) as u16)
-        .find(|port| TcpListener::bind(("127.0.0.1", *port)).is_ok())
-        .expect("a free loopback port between 10000 and 30000")
-}
-
 /// A directory of its own under the system's temporary directory, removed on drop.
 pub fn temp_dir(prefix: &str) -> TempDir {
     tempfile::Builder::new()
@@ -128,105 +119,5 @@ where
             return Err(answer);
         }
         tokio::time::sleep(POLL_INTERVAL).await;
-    }
-}
-
-/// A server started for a test, logging to `<dir>/<name>.log`; killed on drop, and its
-/// directory removed.
-pub struct ServerProcess {
-    name: &'static str,
-    child: Child,
-    base_url: String,
-    dir: TempDir,
-}
-
-impl ServerProcess {
-    /// Spawns `command` with its output to the log and waits until
-    /// `GET <base_url>/-/ready` answers 2xx; panics with the log's tail when the server
-    /// exits first or is not ready within [`PATIENCE`].
-    pub async fn start(
-        name: &'static str,
-        command: Command,
-        base_url: String,
-        dir: TempDir,
-    ) -> Self {
-        Self::start_ready_at(name, command, base_url, "/-/ready", dir).await
-    }
-
-    /// As [`Self::start`], ready when `GET <ready_url>` answers 2xx (a path below
-    /// `base_url`, or a URL of its own for a server that reports health elsewhere).
-    pub async fn start_ready_at(
-        name: &'static str,
-        mut command: Command,
-        base_url: String,
-        ready_url: &str,
-        dir: TempDir,
-    ) -> Self {
-        let log = File::create(dir.path().join(format!("{name}.log"))).expect("a log file");
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("a second log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|error| panic!("{name} does not start: {error}"));
-        let mut server = Self {
-            name,
-            child,
-            base_url,
-            dir,
-        };
-        let ready_url = if ready_url.starts_with("http") {
-            ready_url.to_string()
-        } else {
-            server.url(ready_url)
-        };
-        server.wait_ready(&ready_url).await;
-        server
-    }
-
-    /// `path` (with its leading `/`) on the server.
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base_url)
-    }
-
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// The last 30 lines the server logged.
-    pub fn log_tail(&self) -> String {
-        let log_path = self.dir().join(format!("{}.log", self.name));
-        let log = std::fs::read_to_string(log_path).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        let tail = lines[lines.len().saturating_sub(30)..].join("\n");
-        format!("--- {} log (tail) ---\n{tail}", self.name)
-    }
-
-    async fn wait_ready(&mut self, ready_url: &str) {
-        let client = http_client();
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{} exited ({status}):\n{}", self.name, self.log_tail());
-            }
-            let ready = client.get(ready_url).send().await;
-            if ready.is_ok_and(|answer| answer.status().is_success()) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} not ready within {PATIENCE:?}:\n{}",
-                self.name,
-                self.log_tail()
-            );
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
