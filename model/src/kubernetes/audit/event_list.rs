@@ -1,6 +1,7 @@
 //! The webhook's payload: an `audit.k8s.io` `EventList`, split into its events, each
 //! kept as its own JSON text with the few fields the receiver reads.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
@@ -51,39 +52,75 @@ impl fmt::Display for ListError {
     }
 }
 
-/// What the receiver reads of one event; the rest of it is carried in the body.
+/// What the receiver reads of one event, borrowed from its text where no escape
+/// needs decoding; the rest of it is carried in the body.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct EventHeader {
+pub struct EventHeader<'a> {
     /// Absent on the items of a list.
-    pub kind: Option<String>,
-    pub api_version: Option<String>,
-    #[serde(rename = "auditID")]
-    pub audit_id: String,
-    pub stage: String,
-    pub verb: String,
-    pub user: UserInfo,
-    pub object_ref: Option<ObjectReference>,
-    pub stage_timestamp: Option<String>,
-    pub request_received_timestamp: Option<String>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub kind: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub api_version: Option<Cow<'a, str>>,
+    #[serde(rename = "auditID", borrow)]
+    pub audit_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub stage: Cow<'a, str>,
+    #[serde(borrow)]
+    pub verb: Cow<'a, str>,
+    #[serde(borrow)]
+    pub user: UserInfo<'a>,
+    #[serde(borrow)]
+    pub object_ref: Option<ObjectReference<'a>>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub stage_timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub request_received_timestamp: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct UserInfo {
-    pub username: String,
+pub struct UserInfo<'a> {
+    #[serde(borrow)]
+    pub username: Cow<'a, str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct ObjectReference {
-    pub resource: String,
-    pub api_group: String,
+pub struct ObjectReference<'a> {
+    #[serde(borrow)]
+    pub resource: Cow<'a, str>,
+    #[serde(borrow)]
+    pub api_group: Cow<'a, str>,
+}
+
+/// An optional string, borrowed as a `Cow` field is (serde borrows a `Cow` only
+/// when it is not inside an `Option`).
+fn optional_text<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text<'de>>::deserialize(deserializer)?.map(|text| text.0))
+}
+
+impl EventHeader<'_> {
+    /// The resource as `resource` (core group) or `resource.group`; empty for
+    /// requests to non-resource URLs.
+    pub fn qualified_resource(&self) -> Cow<'_, str> {
+        match &self.object_ref {
+            Some(object) if !object.api_group.is_empty() => {
+                Cow::Owned(format!("{}.{}", object.resource, object.api_group))
+            }
+            Some(object) => Cow::Borrowed(&object.resource),
+            None => Cow::Borrowed(""),
+        }
+    }
 }
 
 /// One event of a batch: its header and its JSON text.
 pub struct AuditEvent<'a> {
-    pub header: EventHeader,
+    pub header: EventHeader<'a>,
     raw: &'a str,
     list_api_version: &'a str,
 }
@@ -139,7 +176,7 @@ impl<'a> EventList<'a> {
             .iter()
             .enumerate()
             .map(|(index, item)| {
-                let header: EventHeader = serde_json::from_str(item.get())
+                let header: EventHeader<'_> = serde_json::from_str(item.get())
                     .map_err(|e| format!("items[{index}]: not an audit event: {e}"))?;
                 if may_escape_surrogate(item.get()) || may_overflow_number(item.get()) {
                     serde_json::from_str::<serde_json::Value>(item.get())
@@ -283,18 +320,6 @@ impl AuditEvent<'_> {
         )
         .unwrap_or(0)
     }
-
-    /// The resource as `resource` (core group) or `resource.group`; empty for
-    /// requests to non-resource URLs.
-    pub fn qualified_resource(&self) -> String {
-        match &self.header.object_ref {
-            Some(object) if !object.api_group.is_empty() => {
-                format!("{}.{}", object.resource, object.api_group)
-            }
-            Some(object) => object.resource.clone(),
-            None => String::new(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -319,7 +344,7 @@ mod tests {
             patch.header.user.username,
             "system:serviceaccount:ray-system:kuberay-operator"
         );
-        assert_eq!(patch.qualified_resource(), "rayjobs.ray.io");
+        assert_eq!(patch.header.qualified_resource(), "rayjobs.ray.io");
         assert_eq!(patch.time_unix_nano(), 1_714_564_805_006_250_000);
 
         let body: serde_json::Value = serde_json::from_str(&patch.body()).unwrap();
@@ -327,6 +352,35 @@ mod tests {
         assert_eq!(body["apiVersion"], "audit.k8s.io/v1");
         assert_eq!(body["verb"], "patch");
         assert_eq!(body["requestObject"]["status"]["jobStatus"], "RUNNING");
+    }
+
+    #[test]
+    fn a_header_borrows_what_needs_no_decoding_from_the_event_text() {
+        let list = EventList::parse(EVENT_LIST.as_bytes(), 100).unwrap();
+        let events = list.events().unwrap();
+        let header = &events[1].header;
+        for text in [
+            &header.audit_id,
+            &header.stage,
+            &header.verb,
+            &header.user.username,
+        ] {
+            assert!(matches!(text, Cow::Borrowed(_)), "{text}");
+        }
+        assert!(matches!(header.stage_timestamp, Some(Cow::Borrowed(_))));
+        assert!(matches!(header.qualified_resource(), Cow::Owned(_)));
+
+        let escaped = br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+            {"verb":"p\u0061tch","stageTimestamp":"2024-05-01T12:00:00\u005a","objectRef":{"resource":"pods"}}]}"#;
+        let list = EventList::parse(escaped, 100).unwrap();
+        let events = list.events().unwrap();
+        let header = &events[0].header;
+        assert_eq!(header.verb, "patch");
+        assert_eq!(
+            header.stage_timestamp.as_deref(),
+            Some("2024-05-01T12:00:00Z")
+        );
+        assert!(matches!(header.qualified_resource(), Cow::Borrowed("pods")));
     }
 
     #[test]
@@ -351,8 +405,8 @@ mod tests {
             serde_json::from_str::<serde_json::Value>(&event.body()).unwrap();
         }
         assert_eq!(events[1].time_unix_nano(), 0);
-        assert_eq!(events[1].qualified_resource(), "");
-        assert_eq!(events[2].qualified_resource(), "pods");
+        assert_eq!(events[1].header.qualified_resource(), "");
+        assert_eq!(events[2].header.qualified_resource(), "pods");
         assert_eq!(events[2].time_unix_nano(), 1_714_564_800_000_000_000);
     }
 
