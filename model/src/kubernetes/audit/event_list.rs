@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::decodable::{may_escape_surrogate, may_overflow_number};
 use super::{API_VERSION_PREFIX, event_time};
 
 const EVENT_LIST: &str = "EventList";
@@ -178,6 +179,8 @@ impl<'a> EventList<'a> {
             .map(|(index, item)| {
                 let header: EventHeader<'_> = serde_json::from_str(item.get())
                     .map_err(|e| format!("items[{index}]: not an audit event: {e}"))?;
+                // The header skips what it does not name; the records carry the whole
+                // event on, so what skipping lets through is checked whole.
                 if may_escape_surrogate(item.get()) || may_overflow_number(item.get()) {
                     serde_json::from_str::<serde_json::Value>(item.get())
                         .map_err(|e| format!("items[{index}]: undecodable JSON text: {e}"))?;
@@ -230,61 +233,6 @@ impl<'de> Visitor<'de> for BoundedItems {
         }
         Ok(items)
     }
-}
-
-/// Whether `raw` may hold an escaped UTF-16 surrogate (`\ud800`–`\udfff`, any case).
-/// Reading the header skips the fields it does not name without decoding their
-/// strings, so a lone surrogate there passes, though no JSON reader could decode
-/// the event the records carry on. Only events that may hold one (an escaped
-/// backslash before `ud8…` is a false alarm, cleared by the decoding) are decoded
-/// whole to check.
-fn may_escape_surrogate(raw: &str) -> bool {
-    raw.as_bytes().windows(4).any(|window| {
-        matches!(
-            window,
-            [
-                b'\\',
-                b'u',
-                b'd' | b'D',
-                b'8' | b'9' | b'a'..=b'f' | b'A'..=b'F',
-            ]
-        )
-    })
-}
-
-/// Whether `raw` may hold a number no JSON reader takes as a double (`2e+312`, or
-/// hundreds of digits): skipped fields are not converted, so such a number passes
-/// the header but not a reader of the record. An exponent of three or more digits,
-/// or a run of 300 digits, has the whole event decoded to check. (Found by the
-/// `audit_json` fuzz target.)
-fn may_overflow_number(raw: &str) -> bool {
-    const LONG_DIGIT_RUN: usize = 300;
-    let bytes = raw.as_bytes();
-    let mut run = 0;
-    for (at, byte) in bytes.iter().enumerate() {
-        if byte.is_ascii_digit() {
-            run += 1;
-            if run >= LONG_DIGIT_RUN {
-                return true;
-            }
-            continue;
-        }
-        let exponent = matches!(byte, b'e' | b'E') && run > 0;
-        run = 0;
-        if exponent {
-            let digits = bytes
-                .get(at + 1..)
-                .unwrap_or_default()
-                .iter()
-                .skip_while(|b| matches!(b, b'+' | b'-'))
-                .take_while(|b| b.is_ascii_digit())
-                .count();
-            if digits >= 3 {
-                return true;
-            }
-        }
-    }
-    false
 }
 
 impl AuditEvent<'_> {

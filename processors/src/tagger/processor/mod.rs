@@ -35,7 +35,7 @@ use super::operator::{OperatorMapping, OperatorResolver};
 use super::otlp_fields::facts_from_attributes;
 use super::reconcile_pairing::ReconcilePairing;
 use opscope_model::kubernetes::api_call::{ApiCall, api_call_from_span, api_call_from_text};
-use opscope_model::kubernetes::audit::{AuditFacts, parse_audit, parse_audit_line};
+use opscope_model::kubernetes::audit::{AuditDocument, AuditFacts, read_audit};
 use opscope_model::kubernetes::kinds::{plural_of_kind, singular_of_resource};
 use opscope_model::timestamp::{format_rfc3339, parse_utc_offset};
 use std::sync::{Arc, Mutex, MutexGuard};
