@@ -1,7 +1,20 @@
 //! Audit events carried as log lines: one record per event, each tagged with the
 //! call and the object state it shows.
 
-use super::*;
+use opscope_model::attributes::{array_value, set, set_str, string_value};
+use opscope_model::kubernetes::audit::{AuditDocument, AuditFacts, read_audit};
+use opscope_model::semconv::{
+    API_ACTOR, API_GROUP, API_KIND, API_NAME, API_NAMESPACE, API_RESOURCE, API_SUBRESOURCE,
+    API_VERB, HTTP_RESPONSE_STATUS_CODE, OBJECT_DELETION_TIMESTAMP, OBJECT_FINALIZERS,
+    OBJECT_GENERATION, OBJECT_GONE, OBJECT_GROUP, OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE,
+    OBJECT_OBSERVED_GENERATION, OBJECT_RESOURCE, OBJECT_RESOURCE_VERSION, OBJECT_STATUS_DIGEST,
+    OPSCOPE_RECORD, RECORD_API_CALL, RECORD_OBJECT_STATE,
+};
+use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
+use opscope_proto::otlp::logs::v1::LogRecord;
+
+use super::write_conflict;
+use crate::tagger::conflict::find_conflict;
 
 /// The events of an audit body, each with the body of its record and its facts
 /// (`None` for a stage that does not count, such as `RequestReceived`: passed on
