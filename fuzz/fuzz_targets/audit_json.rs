@@ -43,7 +43,7 @@ fn webhook_body(body: &[u8]) {
                 "{document}"
             );
             event.time_unix_nano();
-            event.qualified_resource();
+            event.header.qualified_resource();
         }
     }
     let filter = EventFilter::new(&config);

@@ -13,12 +13,13 @@ pub const MAX_DEPTH: usize = 6;
 /// Lists keyed by an item field instead of their index, so reordering them is no change.
 const KEYED_LISTS: &[(&str, &str)] = &[("conditions", "type")];
 
-/// `status.lastSyncTime=0123456789abcdef`, …: the status leaves of `object`, each
-/// with a stable 64-bit FNV-1a hash of its JSON text, sorted. Empty without a status.
-/// Paths may contain `=` (`conditions[type=Ready]`): split an entry at its last `=`.
-pub fn status_digest(object: &Value) -> Vec<String> {
+/// `status.lastSyncTime=0123456789abcdef`, …: the leaves of an object's `status`
+/// member, each with a stable 64-bit FNV-1a hash of its JSON text, sorted. Empty
+/// without a status. Paths may contain `=` (`conditions[type=Ready]`): split an
+/// entry at its last `=`.
+pub fn status_digest(status: Option<&Value>) -> Vec<String> {
     let mut entries = Vec::new();
-    match object.get("status") {
+    match status {
         None | Some(Value::Null) => {}
         Some(status) => visit(status, "status".to_string(), 0, &mut entries),
     }
@@ -101,6 +102,11 @@ mod tests {
             .collect()
     }
 
+    /// The digest of an object's status.
+    fn digest_of(object: &Value) -> Vec<String> {
+        status_digest(object.get("status"))
+    }
+
     #[test]
     fn leaves_are_hashed_and_sorted() {
         let object = json!({
@@ -111,7 +117,7 @@ mod tests {
                 "jobStatus": "RUNNING",
             }
         });
-        let digest = status_digest(&object);
+        let digest = digest_of(&object);
         assert_eq!(
             paths(&digest),
             [
@@ -129,7 +135,7 @@ mod tests {
         let before =
             json!({"status": {"lastSyncTime": "2024-05-01T12:00:00Z", "phase": "Running"}});
         let after = json!({"status": {"lastSyncTime": "2024-05-01T12:00:05Z", "phase": "Running"}});
-        let (before, after) = (status_digest(&before), status_digest(&after));
+        let (before, after) = (digest_of(&before), digest_of(&after));
         assert_ne!(before[0], after[0]);
         assert_eq!(before[1], after[1]);
     }
@@ -140,10 +146,9 @@ mod tests {
         let synced = json!({"type": "Synced", "status": "True"});
         let one = json!({"status": {"conditions": [ready, synced]}});
         let other = json!({"status": {"conditions": [synced, ready]}});
-        assert_eq!(status_digest(&one), status_digest(&other));
+        assert_eq!(digest_of(&one), digest_of(&other));
         assert!(
-            paths(&status_digest(&one))
-                .contains(&"status.conditions[type=Ready].lastTransitionTime")
+            paths(&digest_of(&one)).contains(&"status.conditions[type=Ready].lastTransitionTime")
         );
     }
 
@@ -151,7 +156,7 @@ mod tests {
     fn other_arrays_by_index() {
         let object = json!({"status": {"endpoints": ["10.0.0.1", "10.0.0.2"], "conditions": [{"status": "True"}]}});
         assert_eq!(
-            paths(&status_digest(&object)),
+            paths(&digest_of(&object)),
             [
                 "status.conditions[0].status",
                 "status.endpoints[0]",
@@ -162,26 +167,23 @@ mod tests {
 
     #[test]
     fn no_status_no_digest() {
-        assert!(status_digest(&json!({"spec": {}})).is_empty());
-        assert!(status_digest(&json!({"status": null})).is_empty());
-        assert!(status_digest(&json!([1, 2])).is_empty());
-        assert!(status_digest(&json!("status")).is_empty());
-        assert_eq!(
-            paths(&status_digest(&json!({"status": "Failure"}))),
-            ["status"]
-        );
-        assert_eq!(paths(&status_digest(&json!({"status": {}}))), ["status"]);
+        assert!(digest_of(&json!({"spec": {}})).is_empty());
+        assert!(digest_of(&json!({"status": null})).is_empty());
+        assert!(digest_of(&json!([1, 2])).is_empty());
+        assert!(digest_of(&json!("status")).is_empty());
+        assert_eq!(paths(&digest_of(&json!({"status": "Failure"}))), ["status"]);
+        assert_eq!(paths(&digest_of(&json!({"status": {}}))), ["status"]);
     }
 
     #[test]
     fn bounded_in_entries_and_depth() {
         let wide: serde_json::Map<String, Value> =
             (0..1000).map(|i| (format!("f{i:04}"), json!(i))).collect();
-        let digest = status_digest(&json!({"status": wide}));
+        let digest = digest_of(&json!({"status": wide}));
         assert_eq!(digest.len(), MAX_ENTRIES);
         assert_eq!(paths(&digest)[0], "status.f0000");
 
         let deep = json!({"status": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 1}}}}}}}}});
-        assert_eq!(paths(&status_digest(&deep)), ["status.a.b.c.d.e.f"]);
+        assert_eq!(paths(&digest_of(&deep)), ["status.a.b.c.d.e.f"]);
     }
 }

@@ -61,7 +61,7 @@ proptest! {
                 prop_assert!(members.contains_key("kind") && members.contains_key("apiVersion"), "{document}");
             }
             event.time_unix_nano();
-            event.qualified_resource();
+            event.header.qualified_resource();
         }
     }
 

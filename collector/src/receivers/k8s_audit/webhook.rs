@@ -149,7 +149,7 @@ fn records_of(
         reason: "bad_request",
         message,
     })?;
-    events.retain(|event| filter.admits(event));
+    events.retain(|event| filter.admits(&event.header));
     Ok(audit_logs(&events, now_unix_nanos()))
 }
 

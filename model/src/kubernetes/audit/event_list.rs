@@ -1,12 +1,14 @@
 //! The webhook's payload: an `audit.k8s.io` `EventList`, split into its events, each
 //! kept as its own JSON text with the few fields the receiver reads.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::decodable::{may_escape_surrogate, may_overflow_number};
 use super::{API_VERSION_PREFIX, event_time};
 
 const EVENT_LIST: &str = "EventList";
@@ -51,39 +53,75 @@ impl fmt::Display for ListError {
     }
 }
 
-/// What the receiver reads of one event; the rest of it is carried in the body.
+/// What the receiver reads of one event, borrowed from its text where no escape
+/// needs decoding; the rest of it is carried in the body.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct EventHeader {
+pub struct EventHeader<'a> {
     /// Absent on the items of a list.
-    pub kind: Option<String>,
-    pub api_version: Option<String>,
-    #[serde(rename = "auditID")]
-    pub audit_id: String,
-    pub stage: String,
-    pub verb: String,
-    pub user: UserInfo,
-    pub object_ref: Option<ObjectReference>,
-    pub stage_timestamp: Option<String>,
-    pub request_received_timestamp: Option<String>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub kind: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub api_version: Option<Cow<'a, str>>,
+    #[serde(rename = "auditID", borrow)]
+    pub audit_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub stage: Cow<'a, str>,
+    #[serde(borrow)]
+    pub verb: Cow<'a, str>,
+    #[serde(borrow)]
+    pub user: UserInfo<'a>,
+    #[serde(borrow)]
+    pub object_ref: Option<ObjectReference<'a>>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub stage_timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "optional_text")]
+    pub request_received_timestamp: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct UserInfo {
-    pub username: String,
+pub struct UserInfo<'a> {
+    #[serde(borrow)]
+    pub username: Cow<'a, str>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct ObjectReference {
-    pub resource: String,
-    pub api_group: String,
+pub struct ObjectReference<'a> {
+    #[serde(borrow)]
+    pub resource: Cow<'a, str>,
+    #[serde(borrow)]
+    pub api_group: Cow<'a, str>,
+}
+
+/// An optional string, borrowed as a `Cow` field is (serde borrows a `Cow` only
+/// when it is not inside an `Option`).
+fn optional_text<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text<'de>>::deserialize(deserializer)?.map(|text| text.0))
+}
+
+impl EventHeader<'_> {
+    /// The resource as `resource` (core group) or `resource.group`; empty for
+    /// requests to non-resource URLs.
+    pub fn qualified_resource(&self) -> Cow<'_, str> {
+        match &self.object_ref {
+            Some(object) if !object.api_group.is_empty() => {
+                Cow::Owned(format!("{}.{}", object.resource, object.api_group))
+            }
+            Some(object) => Cow::Borrowed(&object.resource),
+            None => Cow::Borrowed(""),
+        }
+    }
 }
 
 /// One event of a batch: its header and its JSON text.
 pub struct AuditEvent<'a> {
-    pub header: EventHeader,
+    pub header: EventHeader<'a>,
     raw: &'a str,
     list_api_version: &'a str,
 }
@@ -139,8 +177,10 @@ impl<'a> EventList<'a> {
             .iter()
             .enumerate()
             .map(|(index, item)| {
-                let header: EventHeader = serde_json::from_str(item.get())
+                let header: EventHeader<'_> = serde_json::from_str(item.get())
                     .map_err(|e| format!("items[{index}]: not an audit event: {e}"))?;
+                // The header skips what it does not name; the records carry the whole
+                // event on, so what skipping lets through is checked whole.
                 if may_escape_surrogate(item.get()) || may_overflow_number(item.get()) {
                     serde_json::from_str::<serde_json::Value>(item.get())
                         .map_err(|e| format!("items[{index}]: undecodable JSON text: {e}"))?;
@@ -195,61 +235,6 @@ impl<'de> Visitor<'de> for BoundedItems {
     }
 }
 
-/// Whether `raw` may hold an escaped UTF-16 surrogate (`\ud800`–`\udfff`, any case).
-/// Reading the header skips the fields it does not name without decoding their
-/// strings, so a lone surrogate there passes, though no JSON reader could decode
-/// the event the records carry on. Only events that may hold one (an escaped
-/// backslash before `ud8…` is a false alarm, cleared by the decoding) are decoded
-/// whole to check.
-fn may_escape_surrogate(raw: &str) -> bool {
-    raw.as_bytes().windows(4).any(|window| {
-        matches!(
-            window,
-            [
-                b'\\',
-                b'u',
-                b'd' | b'D',
-                b'8' | b'9' | b'a'..=b'f' | b'A'..=b'F',
-            ]
-        )
-    })
-}
-
-/// Whether `raw` may hold a number no JSON reader takes as a double (`2e+312`, or
-/// hundreds of digits): skipped fields are not converted, so such a number passes
-/// the header but not a reader of the record. An exponent of three or more digits,
-/// or a run of 300 digits, has the whole event decoded to check. (Found by the
-/// `audit_json` fuzz target.)
-fn may_overflow_number(raw: &str) -> bool {
-    const LONG_DIGIT_RUN: usize = 300;
-    let bytes = raw.as_bytes();
-    let mut run = 0;
-    for (at, byte) in bytes.iter().enumerate() {
-        if byte.is_ascii_digit() {
-            run += 1;
-            if run >= LONG_DIGIT_RUN {
-                return true;
-            }
-            continue;
-        }
-        let exponent = matches!(byte, b'e' | b'E') && run > 0;
-        run = 0;
-        if exponent {
-            let digits = bytes
-                .get(at + 1..)
-                .unwrap_or_default()
-                .iter()
-                .skip_while(|b| matches!(b, b'+' | b'-'))
-                .take_while(|b| b.is_ascii_digit())
-                .count();
-            if digits >= 3 {
-                return true;
-            }
-        }
-    }
-    false
-}
-
 impl AuditEvent<'_> {
     /// The event as a complete `Event` document: the items of a list leave out their
     /// `kind` and `apiVersion`, which are put back in front.
@@ -283,18 +268,6 @@ impl AuditEvent<'_> {
         )
         .unwrap_or(0)
     }
-
-    /// The resource as `resource` (core group) or `resource.group`; empty for
-    /// requests to non-resource URLs.
-    pub fn qualified_resource(&self) -> String {
-        match &self.header.object_ref {
-            Some(object) if !object.api_group.is_empty() => {
-                format!("{}.{}", object.resource, object.api_group)
-            }
-            Some(object) => object.resource.clone(),
-            None => String::new(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -319,7 +292,7 @@ mod tests {
             patch.header.user.username,
             "system:serviceaccount:ray-system:kuberay-operator"
         );
-        assert_eq!(patch.qualified_resource(), "rayjobs.ray.io");
+        assert_eq!(patch.header.qualified_resource(), "rayjobs.ray.io");
         assert_eq!(patch.time_unix_nano(), 1_714_564_805_006_250_000);
 
         let body: serde_json::Value = serde_json::from_str(&patch.body()).unwrap();
@@ -327,6 +300,35 @@ mod tests {
         assert_eq!(body["apiVersion"], "audit.k8s.io/v1");
         assert_eq!(body["verb"], "patch");
         assert_eq!(body["requestObject"]["status"]["jobStatus"], "RUNNING");
+    }
+
+    #[test]
+    fn a_header_borrows_what_needs_no_decoding_from_the_event_text() {
+        let list = EventList::parse(EVENT_LIST.as_bytes(), 100).unwrap();
+        let events = list.events().unwrap();
+        let header = &events[1].header;
+        for text in [
+            &header.audit_id,
+            &header.stage,
+            &header.verb,
+            &header.user.username,
+        ] {
+            assert!(matches!(text, Cow::Borrowed(_)), "{text}");
+        }
+        assert!(matches!(header.stage_timestamp, Some(Cow::Borrowed(_))));
+        assert!(matches!(header.qualified_resource(), Cow::Owned(_)));
+
+        let escaped = br#"{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[
+            {"verb":"p\u0061tch","stageTimestamp":"2024-05-01T12:00:00\u005a","objectRef":{"resource":"pods"}}]}"#;
+        let list = EventList::parse(escaped, 100).unwrap();
+        let events = list.events().unwrap();
+        let header = &events[0].header;
+        assert_eq!(header.verb, "patch");
+        assert_eq!(
+            header.stage_timestamp.as_deref(),
+            Some("2024-05-01T12:00:00Z")
+        );
+        assert!(matches!(header.qualified_resource(), Cow::Borrowed("pods")));
     }
 
     #[test]
@@ -351,8 +353,8 @@ mod tests {
             serde_json::from_str::<serde_json::Value>(&event.body()).unwrap();
         }
         assert_eq!(events[1].time_unix_nano(), 0);
-        assert_eq!(events[1].qualified_resource(), "");
-        assert_eq!(events[2].qualified_resource(), "pods");
+        assert_eq!(events[1].header.qualified_resource(), "");
+        assert_eq!(events[2].header.qualified_resource(), "pods");
         assert_eq!(events[2].time_unix_nano(), 1_714_564_800_000_000_000);
     }
 

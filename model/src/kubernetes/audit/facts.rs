@@ -1,10 +1,17 @@
 //! The facts the correlator uses of an audit `Event` (one per log line) or
-//! `EventList` (as the webhook posts it).
+//! `EventList` (as the webhook posts it), read in one pass over the document's text:
+//! the members the facts need are decoded (`event`), the others skipped; the items
+//! of a list are decoded whole, each to be an `Event` of its own.
 
+use serde::Deserialize;
 use serde_json::Value;
 
+use super::decodable::{may_escape_surrogate, may_nest_too_deep, may_overflow_number};
+use super::event::{Body, Document, Event, Finalizers};
+use super::lenient_json::Object;
 use super::{API_VERSION_PREFIX, event_time};
 use crate::kubernetes::status_digest::status_digest;
+
 /// The one stage that shows the outcome. `RequestReceived`, `ResponseStarted`
 /// (watches) and `Panic` events are skipped: a completed request has its own event.
 const RESPONSE_COMPLETE: &str = "ResponseComplete";
@@ -47,12 +54,59 @@ pub struct AuditFacts {
     pub audit_id: String,
 }
 
+/// An audit document, read once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditDocument {
+    /// An `Event`'s facts; `None` for a stage that does not count.
+    Event(Option<Box<AuditFacts>>),
+    /// An `EventList`'s items, each made an `Event` of its own (its `kind` and
+    /// `apiVersion` set to `Event` and the list's), with its facts; `None` for an
+    /// item that is not a counted event.
+    List(Vec<(Value, Option<AuditFacts>)>),
+}
+
+/// Reads an audit `Event` or `EventList` from its text, saying why when it is not
+/// one: not JSON, not of `audit.k8s.io`, an `Event` without a valid time.
+pub fn read_audit(text: &str) -> Result<AuditDocument, String> {
+    let not_json = |e: serde_json::Error| format!("not JSON: {e}");
+    // The members read below are decoded; what the others may hide is checked whole.
+    if may_escape_surrogate(text) || may_overflow_number(text) || may_nest_too_deep(text) {
+        serde_json::from_str::<Value>(text).map_err(not_json)?;
+    }
+    let document: Object<Document<'_>> = serde_json::from_str(text).map_err(not_json)?;
+    let mut document = document.0.unwrap_or_default();
+    match audit_kind(&mut document)? {
+        AuditKind::Event => Ok(AuditDocument::Event(
+            event_facts(&document.event)?.map(Box::new),
+        )),
+        AuditKind::List(items) => {
+            let api_version = Value::from(document.api_version.as_ref());
+            let events = items.into_iter().map(|mut item| {
+                let facts = item_facts(&item);
+                if let Some(event) = item.as_object_mut() {
+                    event.insert("kind".into(), "Event".into());
+                    event.insert("apiVersion".into(), api_version.clone());
+                }
+                (item, facts)
+            });
+            Ok(AuditDocument::List(events.collect()))
+        }
+    }
+}
+
 /// The facts of an audit `Event` (one) or `EventList` (one per item). Events of
 /// other stages than `ResponseComplete`, and anything that is not audit, give none.
 pub fn parse_audit(value: &Value) -> Vec<AuditFacts> {
-    match audit_document(value) {
-        Ok(AuditDocument::Event) => event_facts(value).ok().flatten().into_iter().collect(),
-        Ok(AuditDocument::List(items)) => list_facts(items),
+    let Ok(Object(Some(mut document))) = Object::<Document<'_>>::deserialize(value) else {
+        return Vec::new();
+    };
+    match audit_kind(&mut document) {
+        Ok(AuditKind::Event) => event_facts(&document.event)
+            .ok()
+            .flatten()
+            .into_iter()
+            .collect(),
+        Ok(AuditKind::List(items)) => items.iter().filter_map(item_facts).collect(),
         Err(_) => Vec::new(),
     }
 }
@@ -60,11 +114,10 @@ pub fn parse_audit(value: &Value) -> Vec<AuditFacts> {
 /// Like [`parse_audit`] for one line of an audit log, saying why when the line is
 /// not an audit event.
 pub fn parse_audit_line(line: &str) -> Result<Vec<AuditFacts>, String> {
-    let value: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
-    match audit_document(&value)? {
-        AuditDocument::Event => Ok(event_facts(&value)?.into_iter().collect()),
-        AuditDocument::List(items) => Ok(list_facts(items)),
-    }
+    Ok(match read_audit(line)? {
+        AuditDocument::Event(facts) => facts.into_iter().map(|facts| *facts).collect(),
+        AuditDocument::List(items) => items.into_iter().filter_map(|(_, facts)| facts).collect(),
+    })
 }
 
 /// The operator namespace and service account of `system:serviceaccount:<ns>:<name>`.
@@ -77,41 +130,41 @@ pub fn operator_of_user(username: &str) -> Option<(String, String)> {
     Some((namespace.to_string(), name.to_string()))
 }
 
-enum AuditDocument<'a> {
+enum AuditKind {
     Event,
-    List(&'a [Value]),
+    List(Vec<Value>),
 }
 
-fn audit_document(value: &Value) -> Result<AuditDocument<'_>, String> {
-    let api_version = text_at(value, "/apiVersion");
-    let kind = text_at(value, "/kind");
+/// What the document is; the items of a list are taken from it.
+fn audit_kind(document: &mut Document<'_>) -> Result<AuditKind, String> {
+    let (api_version, kind) = (&document.api_version, &document.kind);
     if !api_version.starts_with(API_VERSION_PREFIX) {
         return Err(format!(
             "not an audit event: apiVersion {api_version:?} kind {kind:?}, expected audit.k8s.io/v1"
         ));
     }
-    match kind {
-        "Event" => Ok(AuditDocument::Event),
-        "EventList" => match value.get("items") {
-            Some(Value::Array(items)) => Ok(AuditDocument::List(items)),
-            _ => Err("audit EventList without an items array".to_string()),
-        },
+    match kind.as_ref() {
+        "Event" => Ok(AuditKind::Event),
+        "EventList" => document
+            .items
+            .take()
+            .map(AuditKind::List)
+            .ok_or_else(|| "audit EventList without an items array".to_string()),
         _ => Err(format!("not an audit event: kind {kind:?}")),
     }
 }
 
-/// The facts of the counted items of a list; items without a time are skipped.
-fn list_facts(items: &[Value]) -> Vec<AuditFacts> {
-    items
-        .iter()
-        .filter_map(|item| event_facts(item).ok().flatten())
-        .collect()
+/// The facts of an item of a list; none for one that is not a counted event.
+fn item_facts(item: &Value) -> Option<AuditFacts> {
+    let Ok(Object(Some(event))) = Object::<Event<'_>>::deserialize(item) else {
+        return None;
+    };
+    event_facts(&event).ok().flatten()
 }
 
 /// `None` for stages that do not count.
-fn event_facts(event: &Value) -> Result<Option<AuditFacts>, String> {
-    let stage = text_at(event, "/stage");
-    if !stage.is_empty() && stage != RESPONSE_COMPLETE {
+fn event_facts(event: &Event<'_>) -> Result<Option<AuditFacts>, String> {
+    if !event.stage.is_empty() && event.stage != RESPONSE_COMPLETE {
         return Ok(None);
     }
     let mut facts = request_facts(event)?;
@@ -119,30 +172,30 @@ fn event_facts(event: &Value) -> Result<Option<AuditFacts>, String> {
         add_object_facts(&mut facts, object);
     }
     facts.status_digest = digest_source(event, &facts)
-        .map(status_digest)
+        .map(|body| status_digest(body.status.as_ref()))
         .unwrap_or_default();
     facts.conflict_message = conflict_message(event, facts.code);
     Ok(Some(facts))
 }
 
 /// What every event has, whatever its level: who did what to which object, when.
-fn request_facts(event: &Value) -> Result<AuditFacts, String> {
-    let owned = |pointer: &str| text_at(event, pointer).to_string();
+fn request_facts(event: &Event<'_>) -> Result<AuditFacts, String> {
+    let object = &event.object_ref;
     let mut facts = AuditFacts {
         time_unix_nano: time_of(event)?,
-        stage: owned("/stage"),
-        user: owned("/user/username"),
-        verb: owned("/verb"),
-        group: owned("/objectRef/apiGroup"),
-        resource: owned("/objectRef/resource"),
-        subresource: owned("/objectRef/subresource"),
-        namespace: owned("/objectRef/namespace"),
-        name: owned("/objectRef/name"),
+        stage: event.stage.to_string(),
+        user: event.username.to_string(),
+        verb: event.verb.to_string(),
+        group: object.api_group.to_string(),
+        resource: object.resource.to_string(),
+        subresource: object.subresource.to_string(),
+        namespace: object.namespace.to_string(),
+        name: object.name.to_string(),
         code: event
-            .pointer("/responseStatus/code")
-            .and_then(Value::as_u64)
+            .response_status
+            .code
             .and_then(|code| u16::try_from(code).ok()),
-        audit_id: owned("/auditID"),
+        audit_id: event.audit_id.to_string(),
         ..AuditFacts::default()
     };
     // The API server repeats a namespace's name as its namespace; it is cluster-scoped.
@@ -152,9 +205,12 @@ fn request_facts(event: &Value) -> Result<AuditFacts, String> {
     Ok(facts)
 }
 
-fn time_of(event: &Value) -> Result<u64, String> {
-    let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str);
-    event_time(text("/stageTimestamp"), text("/requestReceivedTimestamp")).ok_or_else(|| {
+fn time_of(event: &Event<'_>) -> Result<u64, String> {
+    event_time(
+        event.stage_timestamp.as_deref(),
+        event.request_received_timestamp.as_deref(),
+    )
+    .ok_or_else(|| {
         "audit event without a valid stageTimestamp or requestReceivedTimestamp".to_string()
     })
 }
@@ -162,95 +218,70 @@ fn time_of(event: &Value) -> Result<u64, String> {
 /// The response object when it is the object (RequestResponse level), else the
 /// request object; never a `Status`, `DeleteOptions` or list, nor the body of a
 /// subresource such as `scale` or `eviction`.
-fn object_body<'a>(event: &'a Value, subresource: &str) -> Option<&'a Value> {
+fn object_body<'e, 'a>(event: &'e Event<'a>, subresource: &str) -> Option<&'e Body<'a>> {
     if !OBJECT_BODY_SUBRESOURCES.contains(&subresource) {
         return None;
     }
-    ["responseObject", "requestObject"]
-        .iter()
-        .filter_map(|key| event.get(key))
+    [&event.response_object, &event.request_object]
+        .into_iter()
+        .flatten()
         .find(|body| is_object_itself(body))
 }
 
-fn is_object_itself(body: &Value) -> bool {
-    let kind = text_at(body, "/kind");
-    body.is_object() && !matches!(kind, "Status" | "DeleteOptions") && !kind.ends_with("List")
+fn is_object_itself(body: &Body<'_>) -> bool {
+    let kind = body.kind.as_ref();
+    !matches!(kind, "Status" | "DeleteOptions") && !kind.ends_with("List")
 }
 
-fn add_object_facts(facts: &mut AuditFacts, object: &Value) {
-    let metadata = object.get("metadata").unwrap_or(&Value::Null);
-    let owned = |value: &Value, pointer: &str| {
-        value
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    facts.kind = text_at(object, "/kind").to_string();
+fn add_object_facts(facts: &mut AuditFacts, object: &Body<'_>) {
+    let metadata = &object.metadata;
+    facts.kind = object.kind.to_string();
     if facts.name.is_empty() {
-        facts.name = text_at(metadata, "/name").to_string();
+        facts.name = metadata.name.to_string();
     }
-    facts.generation = metadata.get("generation").and_then(Value::as_i64);
+    facts.generation = metadata.generation.and_then(|g| i64::try_from(g).ok());
     facts.observed_generation = object
-        .pointer("/status/observedGeneration")
+        .status
+        .as_ref()
+        .and_then(|status| status.get("observedGeneration"))
         .and_then(Value::as_i64);
-    facts.resource_version = owned(metadata, "/resourceVersion");
-    facts.deletion_timestamp = owned(metadata, "/deletionTimestamp");
-    facts.finalizers = finalizers_of(metadata);
-}
-
-/// The finalizers a body shows. A full object (one with a uid or creation time)
-/// without the field has none; a partial body (a patch) says nothing.
-fn finalizers_of(metadata: &Value) -> Option<Vec<String>> {
-    match metadata.get("finalizers") {
-        Some(Value::Array(names)) => Some(
-            names
-                .iter()
-                .filter_map(|name| name.as_str().map(str::to_string))
-                .collect(),
-        ),
-        Some(_) => None,
-        None => {
-            let is_full_object =
-                metadata.get("uid").is_some() || metadata.get("creationTimestamp").is_some();
-            is_full_object.then(Vec::new)
-        }
-    }
+    facts.resource_version = metadata.resource_version.as_deref().map(str::to_string);
+    facts.deletion_timestamp = metadata.deletion_timestamp.as_deref().map(str::to_string);
+    facts.finalizers = match &metadata.finalizers {
+        Finalizers::Listed(names) => Some(names.clone()),
+        Finalizers::Unreadable => None,
+        // A full object without the field has none; a partial body (a patch) says nothing.
+        Finalizers::Absent => metadata.identifies_object.then(Vec::new),
+    };
 }
 
 /// Status writes digest what was written (the request); other writes the result.
-fn digest_source<'a>(event: &'a Value, facts: &AuditFacts) -> Option<&'a Value> {
+fn digest_source<'e, 'a>(event: &'e Event<'a>, facts: &AuditFacts) -> Option<&'e Body<'a>> {
     let is_status_write =
         facts.subresource == "status" && matches!(facts.verb.as_str(), "update" | "patch");
     let source = if is_status_write {
-        "requestObject"
+        &event.request_object
     } else {
-        "responseObject"
+        &event.response_object
     };
-    event.get(source).filter(|body| is_object_itself(body))
+    source.as_ref().filter(|body| is_object_itself(body))
 }
 
 /// The message of a 409 response, unless it is another kind of 409 (`AlreadyExists`).
-fn conflict_message(event: &Value, code: Option<u16>) -> Option<String> {
+fn conflict_message(event: &Event<'_>, code: Option<u16>) -> Option<String> {
     if code != Some(409) {
         return None;
     }
-    let reason = text_at(event, "/responseStatus/reason");
-    if !reason.is_empty() && reason != "Conflict" {
+    let status = &event.response_status;
+    if !status.reason.is_empty() && status.reason != "Conflict" {
         return None;
     }
-    ["/responseObject/message", "/responseStatus/message"]
-        .iter()
-        .map(|pointer| text_at(event, pointer))
+    let response_message = event.response_object.as_ref().map(|body| &body.message);
+    [response_message, Some(&status.message)]
+        .into_iter()
+        .flatten()
         .find(|message| !message.is_empty())
-        .map(str::to_string)
-}
-
-/// The string at a JSON pointer, or empty when it is missing or not a string.
-fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+        .map(|message| message.to_string())
 }
 
 #[cfg(test)]
@@ -556,6 +587,58 @@ mod tests {
         assert!(results[6].is_err());
         assert!(parse_audit(&Value::Null).is_empty());
         assert!(parse_audit_line("").is_err());
+    }
+
+    #[test]
+    fn a_list_is_read_once_into_events_of_their_own_with_their_facts() {
+        let one_line: String = EVENT_LIST.lines().map(str::trim).collect();
+        let Ok(AuditDocument::List(events)) = read_audit(&one_line) else {
+            panic!("a list")
+        };
+        assert_eq!(events.len(), 3);
+        for (event, _) in &events {
+            assert_eq!(event["kind"], "Event");
+            assert_eq!(event["apiVersion"], "audit.k8s.io/v1");
+        }
+        let facts: Vec<_> = events.into_iter().filter_map(|(_, facts)| facts).collect();
+        assert_eq!(facts, parse_audit_line(&one_line).unwrap());
+        assert_eq!(facts[0].verb, "patch", "the RequestReceived item has none");
+
+        let line = STATUS_UPDATES.lines().nth(1).unwrap();
+        let Ok(AuditDocument::Event(Some(event))) = read_audit(line) else {
+            panic!("a counted event")
+        };
+        assert_eq!(*event, facts_of(line)[0]);
+    }
+
+    #[test]
+    fn members_are_read_as_a_json_pointer_reads_them() {
+        let event = |members: &str| {
+            let line = format!(
+                r#"{{"kind":"Event","apiVersion":"audit.k8s.io/v1","stageTimestamp":"2024-05-01T12:00:00Z",{members}}}"#
+            );
+            parse_audit_line(&line).map(|facts| facts[0].clone())
+        };
+        let repeated = event(r#""verb":"get","user":{"username":"a"},"verb":"update","user":7"#);
+        let repeated = repeated.unwrap();
+        assert_eq!(
+            (repeated.verb.as_str(), repeated.user.as_str()),
+            ("update", "")
+        );
+        let escaped = event(r#""ver\u0062":"p\u0061tch""#).unwrap();
+        assert_eq!(escaped.verb, "patch");
+        let status = event(r#""responseStatus":{"code":409.0,"reason":"Conflict"}"#).unwrap();
+        assert_eq!(status.code, None);
+        // What a reader of the whole text refuses is refused, even where no fact is read.
+        for undecodable in [
+            r#""x":"\ud800""#,
+            r#""x":[1e400]"#,
+            &format!(r#""x":{}{}"#, "[".repeat(200), "]".repeat(200)),
+        ] {
+            let refused = event(undecodable).unwrap_err();
+            assert!(refused.starts_with("not JSON"), "{refused}");
+        }
+        assert!(event(r#""x":"\ud83d\ude00","verb":"get""#).is_ok());
     }
 
     #[test]

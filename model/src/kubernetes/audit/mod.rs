@@ -1,14 +1,21 @@
-//! Kubernetes audit events (`audit.k8s.io/v1`), read in one place: the webhook's
-//! `EventList` split into its events with the header fields a receiver filters on
-//! (`event_list`), and the facts a completed request shows about the caller and the
-//! object, read from an event wherever it came from: the webhook, an audit log
-//! file, a record another agent forwarded (`facts`).
+//! Kubernetes audit events (`audit.k8s.io/v1`), each read once per layer that needs
+//! it: the webhook's `EventList` split into its events, each deserialized once into
+//! the borrowed header a receiver filters on (`event_list`); and an event's facts
+//! about the caller and the object, read in one pass over its text wherever it came
+//! from: the webhook, an audit log file, a record another agent forwarded (`facts`,
+//! from the typed `event`). Both skip the members they do not name (`lenient_json`)
+//! and check whole only what skipping may let through (`decodable`).
 
+mod decodable;
+mod event;
 pub mod event_list;
 pub mod facts;
+mod lenient_json;
 
 pub use event_list::{AuditEvent, EventHeader, EventList, ListError};
-pub use facts::{AuditFacts, operator_of_user, parse_audit, parse_audit_line};
+pub use facts::{
+    AuditDocument, AuditFacts, operator_of_user, parse_audit, parse_audit_line, read_audit,
+};
 
 use crate::timestamp::parse_rfc3339;
 

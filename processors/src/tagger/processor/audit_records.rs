@@ -1,45 +1,36 @@
 //! Audit events carried as log lines: one record per event, each tagged with the
 //! call and the object state it shows.
 
-use super::*;
+use opscope_model::attributes::{array_value, set, set_str, string_value};
+use opscope_model::kubernetes::audit::{AuditDocument, AuditFacts, read_audit};
+use opscope_model::semconv::{
+    API_ACTOR, API_GROUP, API_KIND, API_NAME, API_NAMESPACE, API_RESOURCE, API_SUBRESOURCE,
+    API_VERB, HTTP_RESPONSE_STATUS_CODE, OBJECT_DELETION_TIMESTAMP, OBJECT_FINALIZERS,
+    OBJECT_GENERATION, OBJECT_GONE, OBJECT_GROUP, OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE,
+    OBJECT_OBSERVED_GENERATION, OBJECT_RESOURCE, OBJECT_RESOURCE_VERSION, OBJECT_STATUS_DIGEST,
+    OPSCOPE_RECORD, RECORD_API_CALL, RECORD_OBJECT_STATE,
+};
+use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
+use opscope_proto::otlp::logs::v1::LogRecord;
+
+use super::write_conflict;
+use crate::tagger::conflict::find_conflict;
 
 /// The events of an audit body, each with the body of its record and its facts
 /// (`None` for a stage that does not count, such as `RequestReceived`: passed on
-/// untagged, not dropped). An `EventList` is split into one `Event` per item, so that
-/// a record tagged again downstream is not split again. `None` for no audit body.
+/// untagged, not dropped), from one reading of the body. An `EventList` is split
+/// into one `Event` per item, so that a record tagged again downstream is not split
+/// again. `None` for no audit body.
 pub(super) fn audit_events(text: &str) -> Option<Vec<(String, Option<AuditFacts>)>> {
-    // Whether the body is audit at all, and the facts of a single event.
-    let facts = parse_audit_line(text).ok()?;
-    let Some(items) = event_list_items(text) else {
-        return Some(vec![(text.to_string(), facts.into_iter().next())]);
-    };
-    let events = items.into_iter().map(|event| {
-        let facts = parse_audit(&event).into_iter().next();
-        (event.to_string(), facts)
-    });
-    Some(events.collect())
-}
-
-/// The items of an audit `EventList`, each made an `Event` of its own.
-pub(super) fn event_list_items(text: &str) -> Option<Vec<serde_json::Value>> {
-    let serde_json::Value::Object(mut list) = serde_json::from_str(text).ok()? else {
-        return None;
-    };
-    if list.get("kind")?.as_str()? != "EventList" {
-        return None;
+    match read_audit(text).ok()? {
+        AuditDocument::Event(facts) => Some(vec![(text.to_string(), facts.map(|facts| *facts))]),
+        AuditDocument::List(events) => Some(
+            events
+                .into_iter()
+                .map(|(event, facts)| (event.to_string(), facts))
+                .collect(),
+        ),
     }
-    let api_version = list.remove("apiVersion")?;
-    let serde_json::Value::Array(items) = list.remove("items")? else {
-        return None;
-    };
-    let events = items.into_iter().map(|mut item| {
-        if let Some(event) = item.as_object_mut() {
-            event.insert("kind".into(), "Event".into());
-            event.insert("apiVersion".into(), api_version.clone());
-        }
-        item
-    });
-    Some(events.collect())
 }
 
 /// The record of one audit event with its own body, keeping the source record's

@@ -1,8 +1,15 @@
 //! What a record leaves out of its object, taken from the records before it (and
 //! the batch after it): the Kind, the namespace, a 409's namespace, a log-told deletion.
 
-use super::*;
-use opscope_model::kubernetes::kinds::is_short_for;
+use opscope_model::attributes::{get_str, set_str};
+use opscope_model::kubernetes::kinds::{is_short_for, plural_of_kind, singular_of_resource};
+use opscope_model::semconv::API_NAMESPACE;
+use opscope_proto::otlp::common::v1::KeyValue;
+
+use super::{OperatorTagger, write_conflict};
+use crate::tagger::conflict::{Conflict, namespace_in};
+use crate::tagger::controller_memory::guess_from_controller;
+use crate::tagger::formats::{DeletionNote, LogFacts, namespace_phrase};
 
 /// The parts of a record's object, borrowed from its facts for completion.
 pub(super) struct PartialObject<'a> {

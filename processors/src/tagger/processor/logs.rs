@@ -1,7 +1,25 @@
 //! Log records: each read by the formats, joined with the stack-trace lines and JSON
 //! pieces that follow it, completed from the records around it and written as attributes.
 
-use super::*;
+use opscope_model::attributes::{array_value, get_str, insert, set, set_str, string_value};
+use opscope_model::kubernetes::api_call::api_call_from_text;
+use opscope_model::semconv::{
+    API_NAME, API_SUBRESOURCE, OBJECT_DELETION_TIMESTAMP, OBJECT_FINALIZERS, OBJECT_KIND,
+    OBJECT_NAME, OBJECT_NAMESPACE, OPSCOPE_RECORD, RECONCILE_ERROR, RECONCILE_REQUEUE_AFTER,
+    RECONCILE_RESULT, RECORD_RECONCILE,
+};
+use opscope_model::timestamp::format_rfc3339;
+use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
+use opscope_proto::otlp::logs::v1::{LogRecord, SeverityNumber};
+
+use super::audit_records::{audit_events, audit_record};
+use super::{OperatorTagger, write_api_call, write_context, write_stated_api_call};
+use crate::tagger::conflict::find_conflict;
+use crate::tagger::formats::{
+    LogFacts, LogFormat, LogOutcome, OpenJson, is_continuation, joined_is_object,
+    recognize_line_with,
+};
+use crate::tagger::otlp_fields::facts_from_attributes;
 
 impl OperatorTagger {
     /// Tags each record; joins stack-trace lines to the record they follow and

@@ -8,44 +8,34 @@ mod completion;
 mod logs;
 mod spans;
 
-use audit_records::*;
-
-// Looked up once per span of a batch: foldhash, seeded per set.
-use foldhash::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use opscope_model::Telemetry;
+use opscope_model::attributes::{get_str, insert, set, set_str, string_value};
+use opscope_model::config::{FieldError, Validate, duration};
+use opscope_model::kubernetes::api_call::ApiCall;
+use opscope_model::semconv::{
+    API_GROUP, API_KIND, API_NAME, API_NAMESPACE, API_RESOURCE, API_SUBRESOURCE, API_VERB,
+    CONTROLLER, HTTP_RESPONSE_STATUS_CODE, OBJECT_GROUP, OBJECT_KIND, OBJECT_NAME,
+    OBJECT_NAMESPACE, OPERATOR_NAME, OPSCOPE_RECORD, RECONCILE_ID, RECORD_API_CALL,
+};
+use opscope_model::timestamp::parse_utc_offset;
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
-use opscope_proto::otlp::common::v1::{AnyValue, KeyValue, any_value::Value};
-use opscope_proto::otlp::logs::v1::{LogRecord, SeverityNumber};
+use opscope_proto::otlp::common::v1::{KeyValue, any_value::Value};
 use opscope_proto::otlp::resource::v1::Resource;
-use opscope_proto::otlp::trace::v1::Span;
-use opscope_proto::otlp::trace::v1::status::StatusCode;
 use serde::Deserialize;
 
-use super::conflict::{Conflict, find_conflict, namespace_in};
-use super::controller_memory::{ControllerMemory, guess_from_controller};
-use super::formats::{
-    DeletionNote, LogFacts, LogFormat, LogFormatConfig, LogOutcome, OpenJson, UserFormats,
-    is_continuation, joined_is_object, namespace_phrase, recognize_line_with,
-};
+use super::conflict::Conflict;
+use super::controller_memory::ControllerMemory;
+use super::formats::{LogFacts, LogFormatConfig, UserFormats};
 use super::object_memory::ObjectMemory;
 use super::operator::{OperatorMapping, OperatorResolver};
-use super::otlp_fields::facts_from_attributes;
 use super::reconcile_pairing::ReconcilePairing;
-use opscope_model::kubernetes::api_call::{ApiCall, api_call_from_span, api_call_from_text};
-use opscope_model::kubernetes::audit::{AuditFacts, parse_audit, parse_audit_line};
-use opscope_model::kubernetes::kinds::{plural_of_kind, singular_of_resource};
-use opscope_model::timestamp::{format_rfc3339, parse_utc_offset};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use super::trace_map::{CONTEXT_NAMES, ReconcileContext, TraceMap};
+use super::trace_map::{CONTEXT_NAMES, TraceMap};
 use crate::Processor;
-use opscope_model::Telemetry;
-use opscope_model::attributes::{array_value, get_str, insert, set, set_str, string_value};
-use opscope_model::config::{FieldError, Validate, duration};
-use opscope_model::semconv::*;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -203,8 +193,9 @@ const CONTEXT_ATTRIBUTES: usize = CONTEXT_NAMES;
 /// Attributes [`write_api_call`] writes at most.
 const API_CALL_ATTRIBUTES: usize = 8;
 
-/// Writes a reconcile's identity (see [`ReconcileContext::names`]) where the record
-/// does not say otherwise.
+/// Writes a reconcile's identity (see
+/// [`ReconcileContext::names`](super::trace_map::ReconcileContext::names)) where the
+/// record does not say otherwise.
 fn write_context(attributes: &mut Vec<KeyValue>, names: [&str; CONTEXT_ATTRIBUTES]) {
     let keys = [
         RECONCILE_ID,

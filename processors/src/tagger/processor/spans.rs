@@ -1,7 +1,27 @@
 //! Spans: reconcile roots and the spans of their traces, API calls of client and
 //! API-server spans, and the 409s they report.
 
-use super::*;
+// Looked up once per span of a batch: foldhash, seeded per set.
+use foldhash::HashSet;
+use opscope_model::attributes::{get_str, insert, set_str, string_value};
+use opscope_model::kubernetes::api_call::{ApiCall, api_call_from_span};
+use opscope_model::semconv::{
+    CONTROLLER, OBJECT_GROUP, OBJECT_KIND, OBJECT_NAME, OBJECT_NAMESPACE, OPSCOPE_RECORD,
+    RECONCILE_ERROR, RECONCILE_ID, RECONCILE_RESULT, RECORD_RECONCILE,
+};
+use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
+use opscope_proto::otlp::common::v1::{KeyValue, any_value::Value};
+use opscope_proto::otlp::trace::v1::Span;
+use opscope_proto::otlp::trace::v1::status::StatusCode;
+
+use super::{
+    API_CALL_ATTRIBUTES, CONTEXT_ATTRIBUTES, OperatorTagger, write_api_call, write_conflict,
+    write_context,
+};
+use crate::tagger::conflict::find_conflict;
+use crate::tagger::formats::LogFacts;
+use crate::tagger::otlp_fields::facts_from_attributes;
+use crate::tagger::trace_map::ReconcileContext;
 
 impl OperatorTagger {
     pub fn tag_traces(&mut self, request: &mut ExportTraceServiceRequest) {

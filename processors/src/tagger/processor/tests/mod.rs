@@ -3,12 +3,14 @@
 //! output shapes.
 
 use opscope_proto::otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+use opscope_proto::otlp::logs::v1::LogRecord;
 use opscope_proto::otlp::metrics::v1::ResourceMetrics;
 
 use super::logs::body_text;
 use super::*;
 use crate::otlp_builders::*;
 use opscope_model::attributes::{get_bool, get_f64, get_i64, get_strings};
+use opscope_model::semconv::*;
 use opscope_model::timestamp::parse_rfc3339;
 
 mod api_calls;
