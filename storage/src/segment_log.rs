@@ -1,17 +1,23 @@
 //! The storage of a durable sending queue: an append-only log of records in segment
 //! files, read in order by the queue's consumers and deleted once delivered.
 //!
-//! A record is framed as `u32` LE payload length, `u32` LE CRC32C of the payload, the
-//! payload. A segment file is named by the sequence number of its first record
-//! (`00000000000000000042.seg`); records follow one another, so a record's sequence
-//! number is implicit. The file `offset` holds the first sequence number not yet done
-//! and is replaced atomically. Written by hand: no maintained crate offers a
-//! synchronous, fsync-controlled segment log with this recovery contract.
+//! A record is one frame (`frame`). A segment file is named by the sequence number
+//! of its first record (`00000000000000000042.seg`); records follow one another, so
+//! a record's sequence number is implicit. The file `offset` holds the first sequence
+//! number not yet done and is replaced atomically. Written by hand: no maintained
+//! crate offers a synchronous, fsync-controlled segment log with this recovery
+//! contract.
 //!
-//! Recovery on open: every segment from the offset on is read frame by frame; the
-//! first torn or corrupt frame (a crash mid-write, a bad disk block) and whatever
-//! follows it in that segment is cut off, counted and logged. Nothing is read past a
-//! bad checksum.
+//! One log to a directory: opening takes the directory's lock (`dir_lock`) and
+//! refuses, naming the holder, when another log has it. Only regular files are
+//! opened (`regular_file`): a segment name that holds something else (a FIFO, a
+//! device) is skipped and counted, and numbering goes on past it; an offset that is
+//! not a regular file is unreadable.
+//!
+//! Recovery on open: every segment from the offset on is read frame by frame
+//! (`scan`). A damaged frame in the middle of a segment is skipped, counted and
+//! logged, and the frames after it are kept with their sequence numbers; a torn or
+//! corrupt tail (a crash mid-write) is cut off, counted and logged.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -19,15 +25,22 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Bytes of a frame header: length and checksum.
-const HEADER: u64 = 8;
-/// The largest record accepted; a longer length in a header means corruption.
-pub const MAX_RECORD_BYTES: usize = 256 * 1024 * 1024;
+use crate::dir_lock::DirLock;
+pub use crate::error::LogError;
+use crate::error::io_error;
+pub use crate::frame::MAX_RECORD_BYTES;
+use crate::frame::{Frame, HEADER, header, read_frame, skip_frames};
+use crate::regular_file::{Access, is_not_regular, names_other_than_a_file, open_regular};
+use crate::scan::{Hole, scan};
+
 /// The largest sequence number taken from disk (2^62: centuries of records at
 /// millions a second), so that counting on from one never overflows.
 const MAX_SEQUENCE: u64 = 1 << 62;
 const SEGMENT_SUFFIX: &str = ".seg";
 const OFFSET_FILE: &str = "offset";
+const OFFSET_TEMPORARY: &str = "offset.tmp";
+/// The most of the offset file read: a number and a newline.
+const OFFSET_BYTES: u64 = 64;
 
 /// When appended records are forced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,21 +54,6 @@ pub enum Fsync {
     Never,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum LogError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("a record of {0} bytes is larger than the {MAX_RECORD_BYTES} bytes a record may be")]
-    TooLarge(usize),
-}
-
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
-    move |source| LogError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// What opening a log found on disk.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Recovery {
@@ -65,20 +63,54 @@ pub struct Recovery {
     pub truncated_bytes: u64,
     /// Segments whose tail was cut off.
     pub truncated_segments: u64,
+    /// Damaged frames skipped inside segments, each with whatever could not be read
+    /// up to the next intact frame; the records after them are kept.
+    pub skipped_frames: u64,
+    /// Bytes of those damaged stretches (left on disk, read past).
+    pub skipped_bytes: u64,
+    /// Names of segments or of the offset under which there is no regular file (a
+    /// FIFO, a device, a directory): not opened, not read.
+    pub skipped_files: u64,
 }
 
 #[derive(Debug)]
 struct Segment {
     first: u64,
-    /// Records in the segment.
+    /// Records in the segment, holes included.
     records: u64,
     bytes: u64,
     path: PathBuf,
+    /// Damaged stretches, oldest first; their numbers are done.
+    holes: Vec<Hole>,
 }
 
 impl Segment {
     fn end(&self) -> u64 {
         self.first + self.records
+    }
+
+    /// `sequence`, or the first number after the hole it falls in.
+    fn readable_from(&self, sequence: u64) -> u64 {
+        let index = sequence.saturating_sub(self.first);
+        self.holes
+            .iter()
+            .find(|hole| hole.index <= index && index < hole.end())
+            .map_or(sequence, |hole| self.first + hole.end())
+    }
+
+    /// The segment's file, positioned at the frame of `sequence` (a number no hole
+    /// holds): from the start, or from the end of the last hole before it.
+    fn open_at(&self, sequence: u64) -> Result<File, LogError> {
+        let index = sequence.saturating_sub(self.first);
+        let (start, skip) = self
+            .holes
+            .iter()
+            .rev()
+            .find(|hole| hole.end() <= index)
+            .map_or((0, index), |hole| (hole.resume, index - hole.end()));
+        let mut file = open_regular(&self.path, Access::Read).map_err(io_error(&self.path))?;
+        skip_frames(&mut file, start, skip).map_err(io_error(&self.path))?;
+        Ok(file)
     }
 }
 
@@ -104,70 +136,35 @@ pub struct SegmentLog {
     committed: u64,
     /// Records at or above `committed` that are done, out of order.
     done: BTreeSet<u64>,
-    /// Runs of sequence numbers no segment holds (lost to a cut-off tail), by first
-    /// number: end (exclusive). Kept as runs, since a damaged file name can make one
-    /// huge.
+    /// Runs of sequence numbers no record stands for (lost to a cut-off tail or a
+    /// hole, or the name of a file left unread), by first number: end (exclusive).
+    /// Kept as runs, since a damaged file name can make one huge.
     missing: BTreeMap<u64, u64>,
     cursor: ReadCursor,
     last_sync: Instant,
     unsynced: bool,
+    /// The directory's lock, held as long as the log lives.
+    _lock: DirLock,
 }
 
 impl SegmentLog {
     /// Opens (or creates) the log in `dir`, recovering what a previous run left.
+    /// Refused with [`LogError::Locked`] while another log has `dir` open.
     pub fn open(
         dir: &Path,
         segment_bytes: u64,
         fsync: Fsync,
     ) -> Result<(Self, Recovery), LogError> {
         fs::create_dir_all(dir).map_err(io_error(dir))?;
-        let committed = read_offset(&dir.join(OFFSET_FILE));
+        let lock = DirLock::acquire(dir)?;
         let mut recovery = Recovery::default();
-        let mut segments: VecDeque<Segment> = VecDeque::new();
-        for (first, path) in list_segments(dir)? {
-            let scan = scan_segment(&path)?;
-            if scan.valid_bytes < scan.file_bytes {
-                let cut = scan.file_bytes - scan.valid_bytes;
-                tracing::warn!(segment = %path.display(), cut_bytes = cut, kept_records = scan.records,
-                    "durable queue: cutting off a torn or corrupt tail");
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(io_error(&path))?;
-                file.set_len(scan.valid_bytes).map_err(io_error(&path))?;
-                file.sync_all().map_err(io_error(&path))?;
-                recovery.truncated_bytes += cut;
-                recovery.truncated_segments += 1;
-            }
-            let segment = Segment {
-                first,
-                records: scan.records,
-                bytes: scan.valid_bytes,
-                path,
-            };
-            if segment.end() <= committed {
-                remove(&segment.path);
-                continue;
-            }
-            if let Some(before) = segments
-                .back()
-                .filter(|before| segment.first < before.end())
-            {
-                // A damaged name: its records would take sequence numbers the segment
-                // before holds, and the next append would reuse one.
-                tracing::warn!(segment = %segment.path.display(), overlapped = %before.path.display(),
-                    "durable queue: dropping a segment that starts inside the one before it");
-                recovery.truncated_bytes += segment.bytes;
-                recovery.truncated_segments += 1;
-                remove(&segment.path);
-                continue;
-            }
-            segments.push_back(segment);
-        }
+        let committed = read_offset(&dir.join(OFFSET_FILE), &mut recovery);
+        let (segments, named_past) = recover_segments(dir, committed, &mut recovery)?;
         let next_sequence = segments
             .back()
             .map_or(committed, Segment::end)
-            .max(committed);
+            .max(committed)
+            .max(named_past);
         let mut log = Self {
             dir: dir.to_path_buf(),
             segment_bytes: segment_bytes.max(HEADER + 1),
@@ -184,12 +181,12 @@ impl SegmentLog {
             },
             last_sync: Instant::now(),
             unsynced: false,
+            _lock: lock,
         };
         log.mark_missing_done();
         recovery.pending = log.pending();
         Ok((log, recovery))
     }
-
     /// Records appended and not yet done.
     pub fn pending(&self) -> u64 {
         let done_above = self.done.len() as u64;
@@ -210,17 +207,15 @@ impl SegmentLog {
         if payload.len() > MAX_RECORD_BYTES {
             return Err(LogError::TooLarge(payload.len()));
         }
-        let full = self
-            .segments
-            .back()
-            .is_none_or(|last| last.bytes >= self.segment_bytes);
+        // A new segment too when the last one does not end where numbering goes on
+        // (numbers were taken past it by the name of a file left unread).
+        let full = self.segments.back().is_none_or(|last| {
+            last.bytes >= self.segment_bytes || last.end() != self.next_sequence
+        });
         if full || self.writer.is_none() {
             self.start_segment(full)?;
         }
-        let mut header = [0u8; HEADER as usize];
-        let (length, checksum) = header.split_at_mut(4);
-        length.copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        checksum.copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        let frame_header = header(payload);
         let (Some(writer), Some(segment)) = (self.writer.as_mut(), self.segments.back_mut()) else {
             return Err(LogError::Io {
                 path: self.dir.clone(),
@@ -230,7 +225,7 @@ impl SegmentLog {
         // Header and payload written apart: the payload is not copied into a frame.
         // A crash between the two leaves a torn frame, which recovery cuts off.
         let written = writer
-            .write_all(&header)
+            .write_all(&frame_header)
             .and_then(|()| writer.write_all(payload))
             .and_then(|()| writer.flush());
         if let Err(source) = written {
@@ -274,11 +269,16 @@ impl SegmentLog {
                 self.cursor.file = None;
                 continue;
             };
+            let readable = segment.readable_from(sequence);
+            if readable != sequence {
+                // A hole's numbers, already marked done.
+                self.cursor.sequence = readable;
+                self.cursor.file = None;
+                continue;
+            }
             let reopen = !matches!(&self.cursor.file, Some((first, _)) if *first == segment.first);
             if reopen {
-                let mut file = File::open(&segment.path).map_err(io_error(&segment.path))?;
-                skip_frames(&mut file, sequence - segment.first)
-                    .map_err(io_error(&segment.path))?;
+                let file = segment.open_at(sequence)?;
                 self.cursor.file = Some((segment.first, file));
             }
             let path = segment.path.clone();
@@ -310,14 +310,23 @@ impl SegmentLog {
         let mut records = Vec::new();
         let first = first.max(self.committed);
         for segment in self.segments.iter().filter(|s| s.end() > first) {
-            let mut file = File::open(&segment.path).map_err(io_error(&segment.path))?;
-            let start = first.max(segment.first);
-            skip_frames(&mut file, start - segment.first).map_err(io_error(&segment.path))?;
-            for sequence in start..segment.end() {
+            let mut sequence = first.max(segment.first);
+            let mut file: Option<File> = None;
+            while sequence < segment.end() {
                 if records.len() >= limit {
                     return Ok(records);
                 }
-                match read_frame(&mut file) {
+                let readable = segment.readable_from(sequence);
+                if readable != sequence {
+                    sequence = readable;
+                    file = None;
+                    continue;
+                }
+                let file = match &mut file {
+                    Some(file) => file,
+                    None => file.insert(segment.open_at(sequence)?),
+                };
+                match read_frame(file) {
                     Ok(Frame::Record(payload)) => {
                         if !self.done.contains(&sequence) {
                             records.push((sequence, payload));
@@ -325,6 +334,7 @@ impl SegmentLog {
                     }
                     _ => return Ok(records),
                 }
+                sequence += 1;
             }
         }
         Ok(records)
@@ -398,16 +408,13 @@ impl SegmentLog {
                 records: 0,
                 bytes: 0,
                 path,
+                holes: Vec::new(),
             });
         }
         let Some(segment) = self.segments.back() else {
             return Ok(());
         };
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&segment.path)
-            .map_err(io_error(&segment.path))?;
+        let file = open_regular(&segment.path, Access::Append).map_err(io_error(&segment.path))?;
         if new && self.fsync != Fsync::Never {
             // The new file's directory entry must survive a crash too.
             sync_dir(&self.dir);
@@ -418,8 +425,19 @@ impl SegmentLog {
 
     fn write_offset(&self) -> Result<(), LogError> {
         let path = self.dir.join(OFFSET_FILE);
-        let temporary = self.dir.join("offset.tmp");
-        let mut file = File::create(&temporary).map_err(io_error(&temporary))?;
+        let temporary = self.dir.join(OFFSET_TEMPORARY);
+        // Made anew: whatever is left under the name (a FIFO, a link) is never opened.
+        match fs::remove_file(&temporary) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                return Err(io_error(&temporary)(error));
+            }
+            _ => {}
+        }
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+            .map_err(io_error(&temporary))?;
         writeln!(file, "{}", self.committed).map_err(io_error(&temporary))?;
         if self.fsync == Fsync::Always {
             file.sync_data().map_err(io_error(&temporary))?;
@@ -427,15 +445,26 @@ impl SegmentLog {
         fs::rename(&temporary, &path).map_err(io_error(&path))
     }
 
-    /// Records the sequence numbers no segment holds (records lost to a cut-off
-    /// tail) as missing, so that the offset moves past them.
+    /// Records the sequence numbers no record stands for (records lost to a cut-off
+    /// tail or to a hole, the name of a file left unread) as missing, so that the
+    /// offset moves past them.
     fn mark_missing_done(&mut self) {
         let mut expected = self.committed;
         for segment in &self.segments {
-            if segment.first > expected {
-                self.missing.insert(expected, segment.first);
+            let holes = segment
+                .holes
+                .iter()
+                .map(|hole| (segment.first + hole.index, segment.first + hole.end()));
+            for (start, end) in std::iter::once((expected, segment.first)).chain(holes) {
+                let start = start.max(self.committed);
+                if start < end {
+                    self.missing.insert(start, end);
+                }
             }
             expected = expected.max(segment.end());
+        }
+        if expected < self.next_sequence {
+            self.missing.insert(expected, self.next_sequence);
         }
         self.advance_committed();
         self.cursor.sequence = self.committed;
@@ -463,88 +492,89 @@ impl Drop for SegmentLog {
     }
 }
 
-enum Frame {
-    Record(Vec<u8>),
-    /// Clean end of the data.
-    End,
-    /// A torn or corrupt frame.
-    Corrupt,
-}
-
-fn read_frame(file: &mut File) -> io::Result<Frame> {
-    let mut header = [0u8; HEADER as usize];
-    let got = read_full(file, &mut header)?;
-    if got == 0 {
-        return Ok(Frame::End);
+/// The segments of `dir` with records from `committed` on, recovered; and the first
+/// sequence number past the name of every segment file left unread, which numbering
+/// must go past (a new segment must not take the name of a file that is not ours).
+fn recover_segments(
+    dir: &Path,
+    committed: u64,
+    recovery: &mut Recovery,
+) -> Result<(VecDeque<Segment>, u64), LogError> {
+    let (unread, listed): (Vec<_>, Vec<_>) = list_segments(dir)?
+        .into_iter()
+        .partition(|(_, path)| names_other_than_a_file(path));
+    let mut named_past = 0;
+    for (first, path) in &unread {
+        tracing::warn!(segment = %path.display(),
+            "durable queue: skipping a segment name that holds no regular file (a FIFO, a device, a directory)");
+        recovery.skipped_files += 1;
+        named_past = named_past.max(first + 1);
     }
-    if got < header.len() {
-        return Ok(Frame::Corrupt);
-    }
-    let [l0, l1, l2, l3, c0, c1, c2, c3] = header;
-    let length = u32::from_le_bytes([l0, l1, l2, l3]) as usize;
-    let checksum = u32::from_le_bytes([c0, c1, c2, c3]);
-    if length > MAX_RECORD_BYTES {
-        return Ok(Frame::Corrupt);
-    }
-    let mut payload = vec![0u8; length];
-    if read_full(file, &mut payload)? < length || crc32c::crc32c(&payload) != checksum {
-        return Ok(Frame::Corrupt);
-    }
-    Ok(Frame::Record(payload))
-}
-
-/// Reads until `buffer` is full or the file ends; returns the bytes read.
-fn read_full(file: &mut File, buffer: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buffer.len() {
-        let Some(rest) = buffer.get_mut(filled..) else {
-            break;
-        };
-        match file.read(rest) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
+    let mut segments: VecDeque<Segment> = VecDeque::new();
+    for (position, (first, path)) in listed.iter().enumerate() {
+        let next = listed.get(position + 1).map(|(next, _)| *next);
+        let segment = recover_segment(*first, path, next, recovery)?;
+        if segment.end() <= committed {
+            remove(&segment.path);
+            continue;
         }
-    }
-    Ok(filled)
-}
-
-/// Skips `count` frames from the start of a segment.
-fn skip_frames(file: &mut File, count: u64) -> io::Result<()> {
-    let mut position = 0;
-    for _ in 0..count {
-        let mut header = [0u8; HEADER as usize];
-        if read_full(file, &mut header)? < header.len() {
-            break;
+        if let Some(before) = segments
+            .back()
+            .filter(|before| segment.first < before.end())
+        {
+            // A damaged name: its records would take sequence numbers the segment
+            // before holds, and the next append would reuse one.
+            tracing::warn!(segment = %segment.path.display(), overlapped = %before.path.display(),
+                "durable queue: dropping a segment that starts inside the one before it");
+            recovery.truncated_bytes += segment.bytes;
+            recovery.truncated_segments += 1;
+            remove(&segment.path);
+            continue;
         }
-        let [l0, l1, l2, l3, ..] = header;
-        let length = u64::from(u32::from_le_bytes([l0, l1, l2, l3]));
-        position += HEADER + length;
-        file.seek(SeekFrom::Start(position))?;
+        segments.push_back(segment);
     }
-    Ok(())
+    Ok((segments, named_past))
 }
 
-struct Scan {
-    records: u64,
-    valid_bytes: u64,
-    file_bytes: u64,
-}
-
-fn scan_segment(path: &Path) -> Result<Scan, LogError> {
-    let mut file = File::open(path).map_err(io_error(path))?;
-    let file_bytes = file.metadata().map_err(io_error(path))?.len();
-    let mut scan = Scan {
-        records: 0,
-        valid_bytes: 0,
-        file_bytes,
-    };
-    while let Frame::Record(payload) = read_frame(&mut file).map_err(io_error(path))? {
-        scan.records += 1;
-        scan.valid_bytes += HEADER + payload.len() as u64;
+/// The segment of the file at `path` whose first record is `first`: its holes
+/// found and skipped, its torn tail cut off. `next` is the first number of the
+/// segment after it, which says how many records this one held.
+fn recover_segment(
+    first: u64,
+    path: &Path,
+    next: Option<u64>,
+    recovery: &mut Recovery,
+) -> Result<Segment, LogError> {
+    let mut layout = open_regular(path, Access::Read)
+        .and_then(|file| scan(&file))
+        .map_err(io_error(path))?;
+    if let Some(next) = next {
+        layout.number_up_to(next.saturating_sub(first));
     }
-    Ok(scan)
+    if !layout.holes.is_empty() {
+        tracing::warn!(segment = %path.display(), damaged_frames = layout.holes.len(),
+            skipped_bytes = layout.hole_bytes, records = layout.records,
+            "durable queue: skipping damaged frames, keeping the records after them");
+        recovery.skipped_frames += layout.holes.len() as u64;
+        recovery.skipped_bytes += layout.hole_bytes;
+    }
+    if layout.kept_bytes < layout.file_bytes {
+        let cut = layout.file_bytes - layout.kept_bytes;
+        tracing::warn!(segment = %path.display(), cut_bytes = cut, kept_records = layout.records,
+            "durable queue: cutting off a torn or corrupt tail");
+        let file = open_regular(path, Access::Append).map_err(io_error(path))?;
+        file.set_len(layout.kept_bytes).map_err(io_error(path))?;
+        file.sync_all().map_err(io_error(path))?;
+        recovery.truncated_bytes += cut;
+        recovery.truncated_segments += 1;
+    }
+    Ok(Segment {
+        first,
+        records: layout.records,
+        bytes: layout.kept_bytes,
+        path: path.to_path_buf(),
+        holes: layout.holes,
+    })
 }
 
 /// The segment files of `dir` by first sequence number, oldest first; a name past
@@ -570,9 +600,22 @@ fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, LogError> {
 /// The committed offset, or 0 (everything replayed: duplicates rather than loss) when
 /// the file is missing or unreadable. An offset past [`MAX_SEQUENCE`] is corrupt: no
 /// log lives to number that many records, and counting on from it would overflow.
-fn read_offset(path: &Path) -> u64 {
-    let Ok(text) = fs::read_to_string(path) else {
-        return 0;
+fn read_offset(path: &Path, recovery: &mut Recovery) -> u64 {
+    let read = open_regular(path, Access::Read).and_then(|file| {
+        let mut text = String::new();
+        file.take(OFFSET_BYTES).read_to_string(&mut text)?;
+        Ok(text)
+    });
+    let text = match read {
+        Ok(text) => text,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return 0,
+        Err(error) => {
+            if is_not_regular(&error) {
+                recovery.skipped_files += 1;
+            }
+            tracing::warn!(file = %path.display(), %error, "durable queue: unreadable offset, replaying from the start");
+            return 0;
+        }
     };
     match text.trim().parse() {
         Ok(offset) if offset <= MAX_SEQUENCE => offset,
@@ -596,268 +639,5 @@ fn sync_dir(dir: &Path) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn open(dir: &Path) -> (SegmentLog, Recovery) {
-        SegmentLog::open(dir, 64, Fsync::Always).unwrap()
-    }
-
-    fn drain(log: &mut SegmentLog) -> Vec<(u64, Vec<u8>)> {
-        std::iter::from_fn(|| log.read_next().unwrap()).collect()
-    }
-
-    fn record(n: u64) -> Vec<u8> {
-        format!("record {n}").into_bytes()
-    }
-
-    fn write_segment(dir: &Path, name: &str, records: &[Vec<u8>]) {
-        let mut bytes = Vec::new();
-        for payload in records {
-            bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-            bytes.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-            bytes.extend_from_slice(payload);
-        }
-        fs::write(dir.join(format!("{name}{SEGMENT_SUFFIX}")), bytes).unwrap();
-    }
-
-    #[test]
-    fn a_range_is_read_without_moving_the_consumers() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = open(dir.path());
-        for n in 0..6 {
-            log.append(&record(n)).unwrap();
-        }
-        log.complete(0).unwrap();
-        log.complete(3).unwrap();
-        let range = log.read_range(0, 3).unwrap();
-        let sequences: Vec<u64> = range.iter().map(|(sequence, _)| *sequence).collect();
-        assert_eq!(sequences, [1, 2, 4], "done records are left out");
-        assert_eq!(range[2].1, record(4));
-        assert_eq!(log.read_range(5, 10).unwrap(), vec![(5, record(5))]);
-        // The consumers read on from where they were.
-        assert_eq!(
-            log.read_next().unwrap().map(|(sequence, _)| sequence),
-            Some(0)
-        );
-    }
-
-    /// Found by the `segment_log` fuzz target: an empty segment named inside the
-    /// range of the one before it made the next append reuse sequence number 1, and
-    /// reading 1 gave the old record instead of the appended one.
-    #[test]
-    fn a_segment_starting_inside_the_one_before_it_is_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        write_segment(dir.path(), &format!("{:020}", 0), &[record(0), record(1)]);
-        write_segment(dir.path(), &format!("{:020}", 1), &[]);
-        fs::write(dir.path().join(OFFSET_FILE), "0").unwrap();
-        let (mut log, recovery) = open(dir.path());
-        assert_eq!(recovery.pending, 2);
-        assert_eq!(recovery.truncated_segments, 1);
-        assert_eq!(drain(&mut log), vec![(0, record(0)), (1, record(1))]);
-        assert_eq!(log.append(b"after").unwrap(), 2);
-        assert_eq!(log.read_next().unwrap(), Some((2, b"after".to_vec())));
-    }
-
-    /// Two names of the same number (`0.seg`, `00.seg`) are one segment too many.
-    #[test]
-    fn a_second_segment_of_the_same_first_number_is_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        write_segment(dir.path(), "0", &[record(0)]);
-        write_segment(dir.path(), "00", &[record(7), record(8)]);
-        let (mut log, recovery) = open(dir.path());
-        assert_eq!(recovery.truncated_segments, 1);
-        let read = drain(&mut log);
-        assert_eq!(read.len(), 1);
-        assert_eq!(log.append(b"after").unwrap(), 1);
-        assert_eq!(log.read_next().unwrap(), Some((1, b"after".to_vec())));
-    }
-
-    #[test]
-    fn records_come_back_in_order_across_segments() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, recovery) = open(dir.path());
-        assert_eq!(recovery, Recovery::default());
-        for n in 0..20 {
-            assert_eq!(log.append(&record(n)).unwrap(), n);
-        }
-        assert!(log.segments.len() > 3, "small segments rotate");
-        let read = drain(&mut log);
-        assert_eq!(read.len(), 20);
-        assert!(read.iter().all(|(n, payload)| *payload == record(*n)));
-        assert_eq!(log.pending(), 20, "read is not done");
-    }
-
-    #[test]
-    fn undone_records_are_replayed_after_a_restart_and_done_ones_are_not() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let (mut log, _) = open(dir.path());
-            for n in 0..10 {
-                log.append(&record(n)).unwrap();
-            }
-            drain(&mut log);
-            for n in [0, 1, 2, 4] {
-                log.complete(n).unwrap();
-            }
-        }
-        let (mut log, recovery) = open(dir.path());
-        assert_eq!(recovery.pending, 7, "3 and later are not all done");
-        let replayed: Vec<u64> = drain(&mut log).into_iter().map(|(n, _)| n).collect();
-        assert_eq!(replayed, [3, 4, 5, 6, 7, 8, 9], "4 again: at least once");
-        assert_eq!(log.append(&record(10)).unwrap(), 10);
-    }
-
-    #[test]
-    fn delivered_segments_are_deleted() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = open(dir.path());
-        for n in 0..20 {
-            log.append(&record(n)).unwrap();
-        }
-        let before = log.segments.len();
-        for (n, _) in drain(&mut log) {
-            log.complete(n).unwrap();
-        }
-        assert_eq!(log.pending(), 0);
-        assert!(log.segments.is_empty(), "{before} segments before");
-        assert_eq!(list_segments(dir.path()).unwrap().len(), 0);
-        assert_eq!(log.append(&record(20)).unwrap(), 20, "a new segment");
-        assert_eq!(drain(&mut log), [(20, record(20))]);
-        drop(log);
-        let (_, recovery) = open(dir.path());
-        assert_eq!(recovery.pending, 1);
-    }
-
-    #[test]
-    fn the_segment_being_written_stays_while_records_in_it_are_undone() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, _) = SegmentLog::open(dir.path(), 1 << 20, Fsync::Never).unwrap();
-        for n in 0..3 {
-            log.append(&record(n)).unwrap();
-        }
-        drain(&mut log);
-        log.complete(0).unwrap();
-        log.complete(1).unwrap();
-        assert_eq!(list_segments(dir.path()).unwrap().len(), 1);
-    }
-
-    #[test]
-    fn a_torn_tail_is_cut_off_and_counted_and_appending_goes_on() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let (mut log, _) = SegmentLog::open(dir.path(), 1 << 20, Fsync::Always).unwrap();
-            for n in 0..5 {
-                log.append(&record(n)).unwrap();
-            }
-        }
-        let (_, path) = list_segments(dir.path()).unwrap().remove(0);
-        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
-        file.write_all(&[200, 0, 0, 0, 1, 2]).unwrap();
-        drop(file);
-        let (mut log, recovery) = SegmentLog::open(dir.path(), 1 << 20, Fsync::Always).unwrap();
-        assert_eq!(
-            (
-                recovery.pending,
-                recovery.truncated_bytes,
-                recovery.truncated_segments
-            ),
-            (5, 6, 1)
-        );
-        assert_eq!(log.append(&record(5)).unwrap(), 5);
-        assert_eq!(drain(&mut log).len(), 6);
-    }
-
-    #[test]
-    fn a_flipped_bit_ends_the_segment_at_the_bad_record() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let (mut log, _) = SegmentLog::open(dir.path(), 1 << 20, Fsync::Always).unwrap();
-            for n in 0..5 {
-                log.append(&record(n)).unwrap();
-            }
-        }
-        let (_, path) = list_segments(dir.path()).unwrap().remove(0);
-        let mut bytes = fs::read(&path).unwrap();
-        let third = 2 * (HEADER as usize + record(0).len()) + HEADER as usize;
-        bytes[third] ^= 0x40;
-        fs::write(&path, bytes).unwrap();
-        let (mut log, recovery) = SegmentLog::open(dir.path(), 1 << 20, Fsync::Always).unwrap();
-        assert_eq!(recovery.pending, 2, "records before the bad one are kept");
-        assert_eq!(recovery.truncated_segments, 1);
-        let kept: Vec<u64> = drain(&mut log).into_iter().map(|(n, _)| n).collect();
-        assert_eq!(kept, [0, 1]);
-    }
-
-    #[test]
-    fn a_lost_middle_segment_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let (mut log, _) = open(dir.path());
-            for n in 0..20 {
-                log.append(&record(n)).unwrap();
-            }
-        }
-        let segments = list_segments(dir.path()).unwrap();
-        fs::write(&segments[1].1, b"garbage!").unwrap();
-        let lost = segments[2].0 - segments[1].0;
-        let (mut log, recovery) = open(dir.path());
-        assert_eq!(recovery.pending, 20 - lost);
-        let read: Vec<u64> = drain(&mut log).into_iter().map(|(n, _)| n).collect();
-        assert_eq!(read.len() as u64, 20 - lost);
-        for (n, _) in read.iter().map(|n| (*n, ())) {
-            log.complete(n).unwrap();
-        }
-        assert_eq!(log.pending(), 0);
-    }
-
-    #[test]
-    fn a_huge_gap_between_segment_names_costs_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let (mut log, _) = open(dir.path());
-            log.append(&record(0)).unwrap();
-        }
-        let far = 1u64 << 40;
-        let mut frame = Vec::new();
-        frame.extend_from_slice(&(record(1).len() as u32).to_le_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(&record(1)).to_le_bytes());
-        frame.extend_from_slice(&record(1));
-        fs::write(dir.path().join(format!("{far:020}{SEGMENT_SUFFIX}")), frame).unwrap();
-        let (mut log, recovery) = open(dir.path());
-        assert_eq!(recovery.pending, 2);
-        let read: Vec<u64> = drain(&mut log).into_iter().map(|(n, _)| n).collect();
-        assert_eq!(read, [0, far]);
-        log.complete(0).unwrap();
-        log.complete(far).unwrap();
-        assert_eq!(log.pending(), 0);
-    }
-
-    #[test]
-    fn an_unreadable_offset_replays_everything() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let (mut log, _) = open(dir.path());
-            for n in 0..3 {
-                log.append(&record(n)).unwrap();
-            }
-            drain(&mut log);
-            log.complete(0).unwrap();
-        }
-        fs::write(dir.path().join(OFFSET_FILE), "not a number").unwrap();
-        let (_, recovery) = open(dir.path());
-        assert_eq!(recovery.pending, 3);
-    }
-
-    /// A damaged offset file holding `u64::MAX` made the next append overflow the
-    /// sequence number.
-    #[test]
-    fn an_absurd_offset_is_read_as_unreadable() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::write(dir.path().join(OFFSET_FILE), "18446744073709551615\n").unwrap();
-        let (mut log, recovery) = open(dir.path());
-        assert_eq!(recovery.pending, 0);
-        assert_eq!(log.append(&record(0)).unwrap(), 0);
-        assert_eq!(drain(&mut log), [(0, record(0))]);
-    }
-}
+#[path = "segment_log_tests.rs"]
+mod tests;

@@ -167,6 +167,37 @@ fn the_helm_chart_validates_against_the_kubernetes_schemas() {
     }
 }
 
+/// Two releases on one node (in two namespaces: the objects' names are fixed) keep
+/// their agents' state in two directories of the node, not in one they would share.
+#[test]
+fn the_helm_charts_agents_keep_their_state_in_a_directory_of_their_namespace() {
+    for namespace in ["opscope", "team-b"] {
+        let args = [
+            "template",
+            "opscope",
+            "deploy/helm/opscope",
+            "--namespace",
+            namespace,
+        ];
+        let Some(output) = helm(&args) else {
+            return;
+        };
+        assert!(output.status.success(), "{}", describe(&output));
+        let objects = comparable(&output.stdout);
+        let pod = &objects["DaemonSet opscope-agent"]["spec"]["template"]["spec"];
+        let state = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|volume| volume["name"] == "state")
+            .expect("the agent has a state volume");
+        assert_eq!(
+            state["hostPath"]["path"],
+            format!("/var/lib/opscope/{namespace}")
+        );
+    }
+}
+
 /// The chart's `ebpf` settings reach the receiver, on the all-in-one agent too.
 #[test]
 fn the_helm_charts_ebpf_settings_reach_the_agents_config() {

@@ -172,7 +172,9 @@ fn the_daemonset_keeps_the_agents_promises() {
     };
     assert_eq!(host_path("pod-logs"), "/var/log/pods");
     assert_eq!(mount("pod-logs")["readOnly"], true);
-    assert_eq!(host_path("state"), "/var/lib/opscope");
+    // The node's directory is the install's own, named by its namespace as the
+    // chart names it: two installs on one node do not share their queues' files.
+    assert_eq!(host_path("state"), "/var/lib/opscope/opscope");
     assert_eq!(mount("state")["mountPath"], "/var/lib/opscope");
 
     // The config's paths are those the DaemonSet mounts.
