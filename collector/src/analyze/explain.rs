@@ -4,7 +4,7 @@
 //! reconciles and peak rates against the detectors' thresholds; and which detector
 //! came closest to firing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use opscope_model::kubernetes::ObjectKey;
 use opscope_model::timestamp::Nanos;
@@ -67,12 +67,13 @@ pub struct Explanation {
     pub closest: Option<Closest>,
 }
 
-/// What `--explain` gathers while the files are read.
+/// What `--explain` gathers while the files are read and their events replayed.
 #[derive(Debug, Default)]
 pub struct Explainer {
     formats: UserFormats,
     files: Vec<FileExplanation>,
     shapes: HashMap<String, (u64, String)>,
+    objects: BTreeMap<ObjectKey, Seen>,
 }
 
 impl Explainer {
@@ -154,8 +155,28 @@ impl Explainer {
         }
     }
 
-    /// The explanation, with what the events say of objects and detectors.
-    pub fn finish(self, events: &[Event], config: &CorrelatorConfig) -> Explanation {
+    /// An event of the replay, in time order; `new_reconcile` when it is the first
+    /// record of its reconcile (records of one reconcile count once).
+    pub fn event(&mut self, event: &Event, new_reconcile: bool) {
+        let Event::Object(event) = event else {
+            return;
+        };
+        let entry = self
+            .objects
+            .entry(event.object.key())
+            .or_insert_with(|| Seen {
+                label: label_of(&event.object),
+                ..Seen::default()
+            });
+        match &event.kind {
+            ObjectEventKind::Reconcile(_) if new_reconcile => entry.reconciles.push(event.time),
+            ObjectEventKind::Write(write) if write.code == 409 => entry.conflicts.push(event.time),
+            _ => {}
+        }
+    }
+
+    /// The explanation, with what the events said of objects and detectors.
+    pub fn finish(self, config: &CorrelatorConfig) -> Explanation {
         let mut shapes: Vec<Shape> = self
             .shapes
             .into_iter()
@@ -167,7 +188,7 @@ impl Explainer {
             .collect();
         shapes.sort_by(|a, b| b.count.cmp(&a.count).then(a.shape.cmp(&b.shape)));
         shapes.truncate(TOP_SHAPES);
-        let (objects, closest) = objects_and_closest(events, config);
+        let (objects, closest) = objects_and_closest(self.objects, config);
         Explanation {
             files: self.files,
             not_understood_shapes: shapes,
@@ -210,7 +231,7 @@ fn shape_of(text: &str) -> String {
         .join(" ")
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Seen {
     label: String,
     reconciles: Vec<Nanos>,
@@ -218,31 +239,9 @@ struct Seen {
 }
 
 fn objects_and_closest(
-    events: &[Event],
+    seen: BTreeMap<ObjectKey, Seen>,
     config: &CorrelatorConfig,
 ) -> (Vec<ObjectExplanation>, Option<Closest>) {
-    let mut seen: BTreeMap<ObjectKey, Seen> = BTreeMap::new();
-    let mut reconcile_ids = HashSet::new();
-    for event in events {
-        let Event::Object(event) = event else {
-            continue;
-        };
-        let key = event.object.key();
-        let entry = seen.entry(key.clone()).or_insert_with(|| Seen {
-            label: label_of(&event.object),
-            ..Seen::default()
-        });
-        match &event.kind {
-            ObjectEventKind::Reconcile(reconcile)
-                if reconcile.reconcile_id.is_empty()
-                    || reconcile_ids.insert((key, reconcile.reconcile_id.clone())) =>
-            {
-                entry.reconciles.push(event.time);
-            }
-            ObjectEventKind::Write(write) if write.code == 409 => entry.conflicts.push(event.time),
-            _ => {}
-        }
-    }
     let loop_window = config.reconcile_loop.window.as_nanos() as u64;
     let conflict_window = config.write_conflict.window.as_nanos() as u64;
     let mut objects: Vec<ObjectExplanation> = seen

@@ -6,11 +6,12 @@ pub mod explain;
 mod fuzz_tests;
 pub mod input;
 pub mod report;
+mod timeline;
 
 use std::collections::{BTreeMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 
-use opscope_model::Telemetry;
 use opscope_model::semconv::{API_NAME, LOG_SOURCE, OBJECT_NAME, SERVICE_NAME};
 use opscope_model::signal::Signal;
 use opscope_model::timestamp::Nanos;
@@ -25,7 +26,8 @@ use opscope_proto::otlp::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opscope_proto::otlp::resource::v1::Resource;
 
 use explain::{Explainer, Explanation};
-use input::{InputError, Line, classify, collect_files, read_lines};
+use input::{InputError, Line, Skipped, classify, collect_files, read_lines};
+use timeline::Timeline;
 
 use crate::receivers::filelog::pod::{PodIdentity, string_attribute};
 
@@ -40,11 +42,15 @@ pub struct Analysis {
     pub totals: Totals,
     /// What was read and how close the detectors came, with `explain`.
     pub explanation: Option<Explanation>,
+    /// The entries not read, or not to their end, with the reason (also on stderr).
+    pub skipped: Vec<Skipped>,
 }
 
 #[derive(Debug, Default, Clone)]
 pub struct Totals {
     pub files: usize,
+    /// Entries not read, or not to their end: see [`Analysis::skipped`].
+    pub skipped: usize,
     pub records: u64,
     pub malformed: u64,
     pub reconciles: u64,
@@ -65,30 +71,63 @@ pub struct Options {
     pub explain: bool,
 }
 
+/// Reads every file under the paths, skipping (and naming on stderr) what cannot be
+/// read, then replays the events in event-time order; `Err` only for a path given
+/// that does not exist.
 pub fn analyze(options: Options) -> Result<Analysis, InputError> {
+    let inputs = collect_files(&options.paths)?;
     let mut tagger = OperatorTagger::new(&options.tagger);
     let mut totals = Totals::default();
-    let mut events = Vec::new();
+    let mut timeline = Timeline::default();
     let mut explainer = options.explain.then(|| {
         Explainer::new(UserFormats::compile(&options.tagger.log_formats).unwrap_or_default())
     });
-    for file in collect_files(&options.paths)? {
+    let mut skipped = inputs.skipped;
+    skipped.iter().for_each(|skip| eprintln!("{skip}"));
+    for file in &inputs.files {
         totals.files += 1;
-        read_file(&file, &mut tagger, &mut events, &mut totals, &mut explainer)?;
+        let read = read_file(
+            file,
+            &mut tagger,
+            &mut timeline,
+            &mut totals,
+            &mut explainer,
+        );
+        if let Err(skip) = read {
+            eprintln!("{skip}");
+            skipped.push(skip);
+        }
     }
-    // Files interleave in time: replay every event in event-time order.
-    events.sort_by_key(Event::time);
-    totals.events = events.len() as u64;
-    count_evidence(&events, &mut totals);
-    let explanation = explainer.map(|explainer| explainer.finish(&events, &options.correlator));
+    totals.skipped = skipped.len();
+    totals.events = timeline.len() as u64;
+    // The explanation holds the events' figures against the detectors' thresholds.
+    let thresholds = options.explain.then(|| options.correlator.clone());
+    let signals = replay(
+        timeline,
+        options.at,
+        options.correlator,
+        &mut totals,
+        &mut explainer,
+    );
+    let explanation = explainer
+        .zip(thresholds)
+        .map(|(explainer, thresholds)| explainer.finish(&thresholds));
     Ok(Analysis {
-        signals: replay(events, options.at, options.correlator),
+        signals,
         totals,
         explanation,
+        skipped,
     })
 }
 
-fn replay(events: Vec<Event>, at: Option<Nanos>, config: CorrelatorConfig) -> Vec<Signal> {
+/// Feeds the events to a correlator in event-time order, counting the evidence.
+fn replay(
+    timeline: Timeline,
+    at: Option<Nanos>,
+    config: CorrelatorConfig,
+    totals: &mut Totals,
+    explainer: &mut Option<Explainer>,
+) -> Vec<Signal> {
     let mut correlator = Correlator::new(config);
     let mut latest: BTreeMap<String, Signal> = BTreeMap::new();
     let mut keep = |signals: Vec<Signal>| {
@@ -96,7 +135,18 @@ fn replay(events: Vec<Event>, at: Option<Nanos>, config: CorrelatorConfig) -> Ve
             latest.insert(signal.id.clone(), signal);
         }
     };
-    for event in events {
+    let mut reconciles = Reconciles::default();
+    for event in timeline.into_sorted() {
+        let new_reconcile = reconciles.is_new(&event);
+        totals.reconciles += u64::from(new_reconcile);
+        if let Event::Object(object) = &event
+            && let ObjectEventKind::Write(_) = object.kind
+        {
+            totals.writes += 1;
+        }
+        if let Some(explainer) = explainer {
+            explainer.event(&event, new_reconcile);
+        }
         let time = event.time();
         correlator.observe(event);
         keep(correlator.advance(time));
@@ -108,44 +158,80 @@ fn replay(events: Vec<Event>, at: Option<Nanos>, config: CorrelatorConfig) -> Ve
     latest.into_values().collect()
 }
 
-fn count_evidence(events: &[Event], totals: &mut Totals) {
-    let mut reconciles = HashSet::new();
-    for event in events {
+/// The reconciles replayed so far, by a hash of their object and id: records of one
+/// reconcile share its id and count once; without an id each record is one.
+#[derive(Default)]
+struct Reconciles {
+    hasher: RandomState,
+    seen: HashSet<u64>,
+}
+
+impl Reconciles {
+    /// Whether `event` is the first record of a reconcile.
+    fn is_new(&mut self, event: &Event) -> bool {
         let Event::Object(event) = event else {
-            continue;
+            return false;
         };
-        match &event.kind {
-            // Records of one reconcile share its id; without an id each is one.
-            ObjectEventKind::Reconcile(reconcile)
-                if reconcile.reconcile_id.is_empty()
-                    || reconciles.insert((event.object.key(), reconcile.reconcile_id.clone())) =>
-            {
-                totals.reconciles += 1
-            }
-            ObjectEventKind::Write(_) => totals.writes += 1,
-            _ => {}
-        }
+        let ObjectEventKind::Reconcile(reconcile) = &event.kind else {
+            return false;
+        };
+        reconcile.reconcile_id.is_empty()
+            || self.seen.insert(
+                self.hasher
+                    .hash_one((event.object.key(), &reconcile.reconcile_id)),
+            )
     }
 }
 
-/// Reads one file into correlator events, through the tagger.
+/// Reads one file into correlator events, through the tagger; `Err` says why it was
+/// not read, or not to its end (what was read before counts).
 fn read_file(
     path: &Path,
     tagger: &mut OperatorTagger,
-    events: &mut Vec<Event>,
+    timeline: &mut Timeline,
     totals: &mut Totals,
     explainer: &mut Option<Explainer>,
-) -> Result<(), InputError> {
-    let resource = file_resource(path);
+) -> Result<(), Skipped> {
     let source = path.display().to_string();
     if let Some(explainer) = explainer {
         explainer.start_file(&source);
     }
-    let mut chunk = LogChunk::new(resource);
-    let mut partial: Option<(usize, String, u64)> = None;
-    read_lines(path, |number, line, cut| {
+    let mut reading = Reading {
+        chunk: LogChunk::new(file_resource(path)),
+        source,
+        partial: None,
+        events: Vec::new(),
+        tagger,
+        timeline,
+        totals,
+        explainer,
+    };
+    let read = read_lines(path, |number, line, cut| reading.line(number, line, cut));
+    reading.finish();
+    read
+}
+
+/// One file being read: its lines tagged a chunk at a time, their events held on
+/// the timeline as they come.
+struct Reading<'r> {
+    source: String,
+    chunk: LogChunk,
+    /// The pieces of a container log line read so far (`P`): the number of its first
+    /// line, its text and time.
+    partial: Option<(usize, String, u64)>,
+    /// The events of the last chunk or structured line, until they are held.
+    events: Vec<Event>,
+    tagger: &'r mut OperatorTagger,
+    timeline: &'r mut Timeline,
+    totals: &'r mut Totals,
+    explainer: &'r mut Option<Explainer>,
+}
+
+impl Reading<'_> {
+    fn line(&mut self, number: usize, line: &str, cut: bool) {
+        let source = &self.source;
         if cut {
-            totals.malformed += 1;
+            self.totals.malformed += 1;
             eprintln!(
                 "{source}:{number}: line longer than {} bytes, cut",
                 input::MAX_LINE_BYTES
@@ -154,7 +240,7 @@ fn read_file(
         let line = match classify(line) {
             Ok(line) => line,
             Err(reason) => {
-                totals.malformed += 1;
+                self.totals.malformed += 1;
                 eprintln!("{source}:{number}: skipped: {reason}");
                 return;
             }
@@ -167,52 +253,55 @@ fn read_file(
             } => {
                 // Pieces of one long line (`P`) are joined up to the final piece (`F`).
                 let (first, mut text, time) =
-                    partial
+                    self.partial
                         .take()
                         .unwrap_or((number, String::new(), time_unix_nano));
                 if text.len() + content.len() <= input::MAX_LINE_BYTES {
                     text.push_str(&content);
                 }
                 if more {
-                    partial = Some((first, text, time));
+                    self.partial = Some((first, text, time));
                 } else {
-                    explain_line(explainer, &text);
-                    chunk.push(text, time, format!("{source}:{first}"));
+                    self.log_line(text, time, first);
                 }
             }
-            Line::Text(text) => {
-                explain_line(explainer, &text);
-                chunk.push(text, 0, format!("{source}:{number}"));
-            }
-            Line::Traces(mut request) => {
-                explain_structured(explainer, request.item_count());
-                totals.records += request.item_count() as u64;
-                request.tag(tagger);
-                request.correlator_events(events);
-            }
-            Line::Logs(mut request) => {
-                explain_structured(explainer, request.item_count());
-                totals.records += request.item_count() as u64;
-                request.tag(tagger);
-                request.correlator_events(events);
-            }
-            Line::Metrics(mut request) => {
-                explain_structured(explainer, request.item_count());
-                totals.records += request.item_count() as u64;
-                request.tag(tagger);
-                request.correlator_events(events);
-            }
+            Line::Text(text) => self.log_line(text, 0, number),
+            Line::Traces(request) => self.structured(request),
+            Line::Logs(request) => self.structured(request),
+            Line::Metrics(request) => self.structured(request),
         }
-        if chunk.is_full() {
-            chunk.flush(tagger, events, totals, explainer);
+        if self.chunk.is_full() {
+            self.flush();
         }
-    })?;
-    if let Some((first, text, time)) = partial {
-        explain_line(explainer, &text);
-        chunk.push(text, time, format!("{source}:{first}"));
     }
-    chunk.flush(tagger, events, totals, explainer);
-    Ok(())
+
+    fn log_line(&mut self, text: String, time: u64, number: usize) {
+        explain_line(self.explainer, &text);
+        self.chunk
+            .push(text, time, format!("{}:{number}", self.source));
+    }
+
+    fn structured(&mut self, mut request: impl Taggable + CorrelatorEvents) {
+        explain_structured(self.explainer, request.item_count());
+        self.totals.records += request.item_count() as u64;
+        request.tag(self.tagger);
+        request.correlator_events(&mut self.events);
+        self.timeline.extend(&mut self.events);
+    }
+
+    fn flush(&mut self) {
+        self.chunk
+            .flush(self.tagger, &mut self.events, self.totals, self.explainer);
+        self.timeline.extend(&mut self.events);
+    }
+
+    /// Takes a container line left in pieces as it is, and the last chunk.
+    fn finish(mut self) {
+        if let Some((first, text, time)) = self.partial.take() {
+            self.log_line(text, time, first);
+        }
+        self.flush();
+    }
 }
 
 fn explain_line(explainer: &mut Option<Explainer>, text: &str) {

@@ -37,6 +37,7 @@ pub fn table(signals: &[Signal], totals: &Totals) -> String {
         let state = match signal.state {
             SignalState::Firing => "firing",
             SignalState::Resolved => "resolved",
+            SignalState::HandedOver => "handed over",
         };
         out.push_str(&format!(
             "{:<9} {:<9} {:<15} {:<40} {:<24} {}\n",
@@ -73,8 +74,12 @@ pub fn summary(totals: &Totals, signals: usize) -> String {
         0 => String::new(),
         n => format!(", {n} without a time (not correlated)"),
     };
+    let skipped = match totals.skipped {
+        0 => String::new(),
+        n => format!(" ({n} skipped, named above)"),
+    };
     format!(
-        "{} file(s), {} record(s) ({} malformed{untimed}), {} reconcile(s), {} write(s), {} signal(s)",
+        "{} file(s){skipped}, {} record(s) ({} malformed{untimed}), {} reconcile(s), {} write(s), {} signal(s)",
         totals.files, totals.records, totals.malformed, totals.reconciles, totals.writes, signals
     )
 }
