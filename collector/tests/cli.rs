@@ -1,6 +1,11 @@
-//! The command line: `validate` on good and bad configs, `--version`.
+//! The command line: `validate` on good and bad configs, `run` refusing settings past
+//! their bounds, `--version`.
+
+mod common;
 
 use std::process::{Command, Output};
+
+use common::{Opscope, Ports};
 
 fn opscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_opscope"))
@@ -143,5 +148,59 @@ fn a_bad_worker_thread_count_is_an_error_that_names_it() {
             "{stderr}"
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// Durations of 3×10¹¹ years validated once: the agent started, the first task to add
+/// one to an instant panicked, and the agent kept answering 200 for data it no longer
+/// carried. Now `run` refuses them at start, naming the setting.
+#[test]
+fn run_refuses_a_duration_past_a_year_naming_the_setting() {
+    const HUGE: &str = "300000000000years";
+    let base = Ports::ANY.config("debug", "{}");
+    let alertmanager = Ports::ANY
+        .config("debug", "{}")
+        .replace(
+            "exporters:\n",
+            &format!(
+                "exporters:\n  alertmanager: {{ endpoint: http://127.0.0.1:9, resend_interval: {HUGE} }}\n"
+            ),
+        )
+        .replace(
+            "  pipelines:\n",
+            "  pipelines:\n    signals: { exporters: [alertmanager] }\n",
+        );
+    let cases = [
+        (
+            "processors.batch.timeout",
+            base.replace("timeout: 50ms", &format!("timeout: {HUGE}")),
+        ),
+        (
+            "exporters.otlp/next.timeout",
+            Ports::ANY.config(
+                "otlp/next",
+                &format!("{{ endpoint: 127.0.0.1:9, tls: {{ insecure: true }}, timeout: {HUGE} }}"),
+            ),
+        ),
+        (
+            "service.shutdown_timeout",
+            base.replace(
+                "shutdown_timeout: 10s",
+                &format!("shutdown_timeout: {HUGE}"),
+            ),
+        ),
+        ("exporters.alertmanager.resend_interval", alertmanager),
+    ];
+    for (setting, config) in cases {
+        assert!(config.contains(HUGE), "{setting}: the fixture sets it");
+        let error = match Opscope::try_start(&config) {
+            Ok(_) => panic!("{setting}: {HUGE} was taken and the agent started"),
+            Err(error) => error,
+        };
+        let expected = format!(
+            "{setting}: duration \"{HUGE}\" is longer than any setting takes (at most 1year)"
+        );
+        assert!(error.contains("exit status: 1"), "{setting}: {error}");
+        assert!(error.contains(&expected), "{setting}: {error}");
     }
 }

@@ -361,15 +361,24 @@ fn a_full_disk_refuses_new_data_and_keeps_what_it_took() {
         "a retryable answer: {refusal:?}"
     );
     assert!(acknowledged.len() >= 5, "{acknowledged:?}");
-    let counted = common::wait_until(TIMEOUT, || {
+    let storage_errors = || {
         opscope.metric_value(
             &ports.metrics_addr(),
             "opscope_exporter_queue_storage_errors_total",
             &[("exporter", "otlp/sink")],
-        ) >= 1.0
-    });
+        )
+    };
+    // An append is tried again every second while the disk is full: each failure is
+    // counted, and said once (then at most once a minute), not once a try.
+    let counted = common::wait_until(TIMEOUT, || storage_errors() >= 3.0);
     assert!(counted, "the failed appends are counted");
-    assert!(opscope.logs().contains("cannot append"));
+    let said = opscope.logs().matches("cannot append").count();
+    let failed = storage_errors();
+    assert_eq!(said, 1, "{failed} failed appends");
+    common::report_fault(
+        "disk_full_warnings",
+        &[("failed_appends", failed), ("lines_logged", said as f64)],
+    );
 
     // The backend comes back: the queue drains, frees the disk, and takes data again.
     sink.release();

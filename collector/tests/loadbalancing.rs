@@ -2,7 +2,8 @@
 //! two gateways (stand-in OTLP/gRPC servers). Each object's spans reach exactly one
 //! gateway, every span arrives once, and a gateway that refuses for a while gets
 //! its part again without the other getting its part twice. Audit events the
-//! agent's webhook takes go by the same ring: to the gateway of their object.
+//! agent's webhook takes go by the same ring: to the gateway of their object. A name
+//! that does not resolve is said once, not once a try.
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -198,6 +199,22 @@ fn the_dns_resolver_finds_the_gateways_of_a_name() {
     let ports = agent.ports();
     send_all(&ports);
     assert_routed_by_object(&[&gateway]);
+}
+
+/// A name that never resolves is tried every second: the failure is logged once, not
+/// once a second (then at most once a minute, with how many were not logged).
+#[test]
+fn a_name_that_does_not_resolve_is_logged_once_not_every_second() {
+    let ports = Ports::ANY;
+    // `.invalid` never resolves (RFC 6761).
+    let resolver = "dns: { hostname: gateways.invalid, port: 4317, interval: 1s, timeout: 1s }";
+    let agent = Opscope::start(&config_with_resolver(&ports, resolver));
+    // At least two more tries within this: one every `interval` after each failure,
+    // itself at most `timeout` long.
+    std::thread::sleep(Duration::from_secs(5));
+    let logs = agent.logs();
+    let said = logs.matches("resolving the gateways").count();
+    assert_eq!(said, 1, "{logs}");
 }
 
 /// `widget-operator` writing the status of `Widget shop/w<object>`, as the API

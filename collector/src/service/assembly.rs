@@ -117,6 +117,10 @@ pub(super) async fn assemble(
         stop: &stops.servers,
     };
     serve_extensions(config, &readiness, &exposition, &mut servers).await?;
+    // Journals are taken again once `/healthz` answers and the memory watches run:
+    // a large journal takes seconds, which a liveness probe must not kill the
+    // process for. The receivers start after.
+    replay_journals(&shared).await?;
 
     let mut receiving = Receiving::default();
     for (id, receiver) in &config.receivers {
@@ -144,6 +148,25 @@ pub(super) async fn assemble(
         exporters,
         telemetry: Arc::clone(telemetry),
     })
+}
+
+/// Takes again what each correlator's journal holds, off the runtime's threads.
+async fn replay_journals(shared: &SharedProcessors) -> Result<(), ServiceError> {
+    for (id, correlator) in &shared.correlators {
+        let correlator = correlator.clone();
+        let replayed = tokio::task::spawn_blocking(move || correlator.replay_journal()).await;
+        let why = match replayed {
+            Ok(Ok(())) => continue,
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
+        return Err(FieldError::new(
+            format!("processors.{id}.storage"),
+            format!("the journal cannot be read back: {why}"),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// The memory account data is sized in: counting only when a memory limiter reads it.
@@ -220,7 +243,7 @@ impl PipelineBuilder<'_> {
             .partition(|spec| fed_by_a_connector(config, spec));
         for spec in connected {
             let built = self.build(&spec, exporters, &draining.close_connected)?;
-            draining.connected.add(built);
+            draining.connected.add(spec.id, built);
         }
         for (id, connector) in &config.connectors {
             let fed = self.consumers.remove(id).unwrap_or_default();
@@ -229,7 +252,7 @@ impl PipelineBuilder<'_> {
         for spec in others {
             draining
                 .upstream
-                .add(self.build(&spec, exporters, close_inputs)?);
+                .add(spec.id, self.build(&spec, exporters, close_inputs)?);
         }
         Ok(draining)
     }

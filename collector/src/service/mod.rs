@@ -1,17 +1,21 @@
 //! The running agent: assembled from a config, ready once every part runs (its
 //! listeners' addresses then written where the caller asked), and shut down in
-//! order when the caller says stop. Assembling is `assembly.rs`'s, the agent's own
-//! endpoints `exposition.rs`'s, the order of the shutdown `shutdown.rs`'s.
+//! order when the caller says stop, or with an error when one of its tasks ends
+//! unexpectedly. Assembling is `assembly.rs`'s, the agent's own endpoints
+//! `exposition.rs`'s, watching its tasks `supervision.rs`'s, the order of the
+//! shutdown `shutdown.rs`'s.
 
 mod assembly;
 mod exposition;
 mod shutdown;
+mod supervision;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use opscope_model::config::FieldError;
 use tokio::sync::oneshot;
@@ -20,6 +24,8 @@ use crate::config::Config;
 use crate::listening::Listening;
 use crate::receivers::ReceiverError;
 use crate::self_telemetry::SelfTelemetry;
+use assembly::Agent;
+pub use supervision::{Ending, TaskEnd};
 
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +45,10 @@ pub enum ServiceError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A task ended while the agent ran: it stopped rather than take data no task
+    /// would carry.
+    #[error("{0}; opscope stopped")]
+    TaskEnded(TaskEnd),
 }
 
 /// What a caller of [`run`] asks beyond the config: where the listeners' bound
@@ -51,7 +61,8 @@ pub struct RunOptions {
     pub on_ready: Option<oneshot::Sender<BTreeMap<String, SocketAddr>>>,
 }
 
-/// Runs the agent until `stop` completes, then shuts down gracefully.
+/// Runs the agent until `stop` completes, then shuts down gracefully; or until one
+/// of its tasks ends unexpectedly, then shuts down and returns the error naming it.
 pub async fn run(
     config: Config,
     options: RunOptions,
@@ -60,6 +71,18 @@ pub async fn run(
     let telemetry = Arc::new(SelfTelemetry::new());
     let listening = Listening::default();
     let agent = assembly::assemble(&config, &telemetry, &listening).await?;
+    let shutdown_timeout = config.service.shutdown_timeout;
+    serve(agent, &listening, options, stop, shutdown_timeout).await
+}
+
+/// Runs an assembled agent: ready, then watched until `stop` or a task's end.
+async fn serve(
+    mut agent: Agent,
+    listening: &Listening,
+    options: RunOptions,
+    stop: impl Future<Output = ()>,
+    shutdown_timeout: Duration,
+) -> Result<(), ServiceError> {
     agent.readiness.set(true);
     tracing::info!("opscope is ready");
     // Written once ready: a script that sees the file may use every address in it.
@@ -75,7 +98,16 @@ pub async fn run(
         let _ = ready.send(listening.addresses());
     }
 
-    stop.await;
-    agent.shut_down(config.service.shutdown_timeout).await;
-    Ok(())
+    let ended = tokio::select! {
+        () = stop => None,
+        end = agent.task_ended() => Some(end),
+    };
+    if let Some(end) = &ended {
+        tracing::error!(task = %end.task, "{end}: opscope stops rather than take data no task would carry");
+    }
+    agent.shut_down(shutdown_timeout, ended.is_some()).await;
+    match ended {
+        Some(end) => Err(ServiceError::TaskEnded(end)),
+        None => Ok(()),
+    }
 }

@@ -1,18 +1,21 @@
 //! Shutting the agent down in order: receivers stop (within half the shutdown
 //! timeout), the pipelines drain tier by tier and their queues deliver, the
 //! correlators' last signals go out, and what could not be delivered in time is
-//! said, per exporter and pipeline.
+//! said, per exporter and pipeline. The running receivers and pipelines it stops are
+//! kept here, each able to say when one of its tasks ended early (`supervision.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use opscope_exporters::SendingQueue;
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::assembly::Agent;
+use super::supervision::{Ending, TaskEnd};
 use crate::self_telemetry::SelfTelemetry;
 
 /// How long, after the shutdown timeout, tasks get to count what they drop.
@@ -21,8 +24,9 @@ const LAST_GRACE: Duration = Duration::from_secs(2);
 impl Agent {
     /// Stops receiving, drains the pipelines and delivers what is queued within
     /// `shutdown_timeout`; what is left then is dropped (or kept, in a durable queue)
-    /// and counted.
-    pub(super) async fn shut_down(self, shutdown_timeout: Duration) {
+    /// and counted. After a task ended unexpectedly (`task_ended`), what it held is
+    /// lost uncounted, and the report says so.
+    pub(super) async fn shut_down(self, shutdown_timeout: Duration, task_ended: bool) {
         let Agent {
             readiness,
             stops,
@@ -90,7 +94,11 @@ impl Agent {
                 tracing::error!("signal exporters did not finish after the shutdown timeout");
             }
         }
-        report_dropped(&telemetry, timed_out || stops.exports.is_cancelled());
+        report_dropped(
+            &telemetry,
+            timed_out || stops.exports.is_cancelled(),
+            task_ended,
+        );
         stops.servers.cancel();
         while servers.join_next().await.is_some() {}
         tracing::info!("opscope stopped");
@@ -104,17 +112,56 @@ impl Agent {
 /// The running receivers: one task each, named by the receiver's id.
 #[derive(Default)]
 pub(super) struct Receiving {
-    tasks: JoinSet<()>,
+    tasks: JoinSet<ReceiverEnd>,
     names: HashMap<tokio::task::Id, String>,
+}
+
+/// How the tasks of one receiver ended.
+enum ReceiverEnd {
+    /// It started none: a receiver that cannot run here (the kernel probe) stays idle.
+    Idle,
+    /// Every one ended: at shutdown, or by itself.
+    Ended,
+    /// One panicked; the others were stopped with it.
+    Panicked(JoinError),
 }
 
 impl Receiving {
     /// Runs the tasks a receiver started as one task, named `id`.
     pub(super) fn add(&mut self, id: &str, mut tasks: JoinSet<()>) {
-        let handle = self
-            .tasks
-            .spawn(async move { while tasks.join_next().await.is_some() {} });
+        let handle = self.tasks.spawn(async move {
+            if tasks.is_empty() {
+                return ReceiverEnd::Idle;
+            }
+            while let Some(ended) = tasks.join_next().await {
+                if let Err(error) = ended
+                    && error.is_panic()
+                {
+                    return ReceiverEnd::Panicked(error);
+                }
+            }
+            ReceiverEnd::Ended
+        });
         self.names.insert(handle.id(), id.to_string());
+    }
+
+    /// Polls for a receiver that ended while the agent runs: one of its tasks
+    /// panicked, or all ended by themselves (a receiver stops only at shutdown).
+    pub(super) fn poll_ended(&mut self, cx: &mut Context<'_>) -> Poll<TaskEnd> {
+        while let Poll::Ready(Some(ended)) = self.tasks.poll_join_next_with_id(cx) {
+            let (id, ending) = match ended {
+                Ok((id, ReceiverEnd::Idle)) => {
+                    self.names.remove(&id);
+                    continue;
+                }
+                Ok((id, ReceiverEnd::Ended)) => (id, Ending::Returned),
+                Ok((id, ReceiverEnd::Panicked(error))) => (id, Ending::panicked(error)),
+                Err(error) => (error.id(), Ending::panicked(error)),
+            };
+            let name = self.names.remove(&id).unwrap_or_default();
+            return Poll::Ready(TaskEnd::new(format!("receiver {name}"), ending));
+        }
+        Poll::Pending
     }
 
     /// Waits until `deadline` for every receiver to stop; aborts those still running
@@ -124,7 +171,7 @@ impl Receiving {
         let _ = tokio::time::timeout_at(deadline, async {
             while let Some(ended) = self.tasks.join_next_with_id().await {
                 let id = match ended {
-                    Ok((id, ())) => id,
+                    Ok((id, _)) => id,
                     Err(err) => err.id(),
                 };
                 self.names.remove(&id);
@@ -139,14 +186,19 @@ impl Receiving {
     }
 }
 
-/// Says what shutdown dropped, per exporter and pipeline, or that it dropped nothing.
-fn report_dropped(telemetry: &SelfTelemetry, cut_short: bool) {
+/// Says what shutdown dropped, per exporter and pipeline, or that it dropped nothing;
+/// never the latter after a task ended unexpectedly, whose data no count holds.
+fn report_dropped(telemetry: &SelfTelemetry, cut_short: bool, task_ended: bool) {
     let dropped = telemetry.dropped_at_shutdown();
     for queue in &dropped {
         tracing::error!(exporter = %queue.exporter, pipeline = %queue.pipeline, items = queue.count,
             "dropped at shutdown: {} {} not delivered", queue.count, queue.item);
     }
-    if dropped.is_empty() && cut_short {
+    if task_ended {
+        tracing::error!(
+            "a task of the agent ended unexpectedly: what it held then is lost and not counted above"
+        );
+    } else if dropped.is_empty() && cut_short {
         tracing::info!("the shutdown timeout cut sending short, but nothing in memory was dropped");
     } else if dropped.is_empty() {
         tracing::info!("everything queued was delivered");
@@ -167,22 +219,46 @@ pub(super) struct Draining {
 /// A pipeline ready to run, until its inputs close and it drained.
 pub(super) type PipelineTask = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Pipelines and the sending queues they feed.
+/// Pipelines and the sending queues they feed, each queue with its pipeline's id.
 #[derive(Default)]
 pub(super) struct Tier {
     pipelines: JoinSet<()>,
-    queues: Vec<SendingQueue>,
+    names: HashMap<tokio::task::Id, String>,
+    queues: Vec<(String, SendingQueue)>,
 }
 
 impl Tier {
-    pub(super) fn add(&mut self, (task, mut queues): (PipelineTask, Vec<SendingQueue>)) {
-        self.pipelines.spawn(task);
-        self.queues.append(&mut queues);
+    /// Runs pipeline `id` and keeps its queues.
+    pub(super) fn add(&mut self, id: &str, (task, queues): (PipelineTask, Vec<SendingQueue>)) {
+        let handle = self.pipelines.spawn(task);
+        self.names.insert(handle.id(), id.to_string());
+        (self.queues).extend(queues.into_iter().map(|queue| (id.to_string(), queue)));
+    }
+
+    /// Polls for a pipeline or a queue consumer that panicked. A pipeline that ends by
+    /// itself lost its every input (its receivers could not run), which loses nothing.
+    pub(super) fn poll_panicked(&mut self, cx: &mut Context<'_>) -> Poll<TaskEnd> {
+        while let Poll::Ready(Some(ended)) = self.pipelines.poll_join_next(cx) {
+            if let Err(error) = ended
+                && error.is_panic()
+            {
+                let name = self.names.get(&error.id()).cloned().unwrap_or_default();
+                let task = format!("pipeline {name}");
+                return Poll::Ready(TaskEnd::new(task, Ending::panicked(error)));
+            }
+        }
+        for (pipeline, queue) in &mut self.queues {
+            if let Poll::Ready(error) = queue.poll_panicked(cx) {
+                let task = format!("exporter {} of pipeline {pipeline}", queue.exporter());
+                return Poll::Ready(TaskEnd::new(task, Ending::panicked(error)));
+            }
+        }
+        Poll::Pending
     }
 
     async fn finish(&mut self) {
         while self.pipelines.join_next().await.is_some() {}
-        for queue in &mut self.queues {
+        for (_, queue) in &mut self.queues {
             queue.join().await;
         }
     }
@@ -194,6 +270,14 @@ impl Tier {
 }
 
 impl Draining {
+    /// Polls for a pipeline or a queue consumer of either tier that panicked.
+    pub(super) fn poll_panicked(&mut self, cx: &mut Context<'_>) -> Poll<TaskEnd> {
+        match self.upstream.poll_panicked(cx) {
+            Poll::Pending => self.connected.poll_panicked(cx),
+            ready => ready,
+        }
+    }
+
     /// Stops pipelines where they are; what they held is lost, so this is only for
     /// tasks that ignored the shutdown timeout.
     async fn abort(&mut self) {

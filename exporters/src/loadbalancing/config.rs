@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, Validate, duration, positive};
+use opscope_model::config::{FieldError, MAX_DURATION, Validate, duration, duration_in, positive};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -67,6 +67,11 @@ pub struct DnsResolverConfig {
     pub timeout: Duration,
 }
 
+/// The shortest `resolver.dns.interval`. Each resolution is a query to the cluster's
+/// DNS from every agent; more often than every 100 ms a node's agents flood it and
+/// learn nothing new (1 ns was a busy loop).
+const MIN_RESOLVE_INTERVAL: Duration = Duration::from_millis(100);
+
 fn default_port() -> u16 {
     4317
 }
@@ -99,8 +104,14 @@ impl LoadBalancingConfig {
     pub fn destination(&self, endpoint: &str) -> Result<OtlpExporterConfig, FieldError> {
         let mut settings = self.protocol.otlp.clone();
         settings.insert("endpoint".into(), Value::String(endpoint.to_string()));
-        let config: OtlpExporterConfig = serde_json::from_value(Value::Object(settings))
-            .map_err(|error| FieldError::new("protocol.otlp", error.to_string()))?;
+        let config: OtlpExporterConfig = serde_path_to_error::deserialize(Value::Object(settings))
+            .map_err(|error| {
+                let field = match error.path().to_string().as_str() {
+                    "." => "protocol.otlp".to_string(),
+                    path => format!("protocol.otlp.{path}"),
+                };
+                FieldError::new(field, error.into_inner().to_string())
+            })?;
         config
             .validate(OtlpProtocol::Grpc)
             .map_err(|error| error.within("protocol.otlp"))?;
@@ -163,7 +174,11 @@ impl LoadBalancingConfig {
         if dns.hostname.is_empty() {
             return Err(FieldError::new("resolver.dns.hostname", "is required"));
         }
-        positive("resolver.dns.interval", dns.interval)?;
+        duration_in(
+            "resolver.dns.interval",
+            dns.interval,
+            MIN_RESOLVE_INTERVAL..=MAX_DURATION,
+        )?;
         positive("resolver.dns.timeout", dns.timeout)?;
         self.destination(&format!("{}:{}", dns.hostname, dns.port))?;
         self.validate_queue()
@@ -219,13 +234,29 @@ mod tests {
                 .validate()
                 .unwrap_err()
                 .field,
-            "protocol.otlp"
+            "protocol.otlp.compresion"
+        );
+        let mut overflowing = good.clone();
+        overflowing["protocol"]["otlp"]["timeout"] = "300000000000years".into();
+        let error = config(overflowing).expect("reads").validate().unwrap_err();
+        assert_eq!(error.field, "protocol.otlp.timeout");
+        assert!(
+            error.message.contains("longer than any setting takes"),
+            "{error}"
         );
         let mut dns = good.clone();
         dns["resolver"] =
             serde_json::json!({ "dns": { "hostname": "opscope-gateway", "interval": "10s" } });
         let dns = config(dns).expect("reads");
         assert!(dns.validate().is_ok());
+        let mut hammering = dns.clone();
+        if let Some(resolver) = hammering.resolver.dns.as_mut() {
+            resolver.interval = Duration::from_nanos(1);
+        }
+        assert_eq!(
+            hammering.validate().unwrap_err().to_string(),
+            "resolver.dns.interval: must be between 100ms and 1year, not 1ns"
+        );
         assert_eq!(dns.resolver.dns.as_ref().map(|d| d.port), Some(4317));
         let mut both = good.clone();
         both["resolver"]["dns"] = serde_json::json!({ "hostname": "opscope-gateway" });

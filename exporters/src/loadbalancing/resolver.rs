@@ -1,10 +1,13 @@
 //! Which gateways there are: a fixed list, or the addresses a DNS name resolves to
 //! (a headless Service's A records), resolved again every `interval`. A resolution
-//! that fails or times out keeps the last list.
+//! that fails or times out keeps the last list, and is said once a minute while it
+//! keeps failing.
 
 use std::future::Future;
 use std::io;
 use std::time::Duration;
+
+use opscope_model::repeated_warning::RepeatedWarning;
 
 /// Where the gateways' addresses come from.
 pub trait Resolve: Send + Sync + 'static {
@@ -30,7 +33,8 @@ impl Resolve for DnsResolver {
 
 /// Resolves with `resolver` now and then every `interval`, handing each new list to
 /// `changed`, until `stop`. Each resolution may take `timeout`; a failed one keeps
-/// the last list and is logged.
+/// the last list and is logged: the first failure, then once a minute with how many
+/// failed since, and the first success after.
 pub async fn follow<R: Resolve>(
     resolver: R,
     interval: Duration,
@@ -39,34 +43,46 @@ pub async fn follow<R: Resolve>(
     mut changed: impl FnMut(Vec<String>) + Send,
 ) {
     let mut last: Option<Vec<String>> = None;
+    let mut failing = RepeatedWarning::default();
+    let mut failures: u64 = 0;
     loop {
-        match tokio::time::timeout(timeout, resolver.resolve()).await {
-            Ok(Ok(endpoints)) if endpoints.is_empty() => {
-                tracing::warn!(
-                    "loadbalancing: the resolver found no gateway; keeping the last list"
-                );
-            }
-            Ok(Ok(endpoints)) => {
+        match resolve_once(&resolver, timeout).await {
+            Ok(endpoints) => {
+                if failures > 0 {
+                    tracing::info!(failures, "loadbalancing: the gateways resolve again");
+                    failures = 0;
+                    failing.cleared();
+                }
                 if last.as_ref() != Some(&endpoints) {
                     tracing::info!(gateways = ?endpoints, "loadbalancing: gateways resolved");
                     last = Some(endpoints.clone());
                     changed(endpoints);
                 }
             }
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "loadbalancing: resolving the gateways failed; keeping the last list");
-            }
-            Err(_) => {
-                tracing::warn!(
-                    ?timeout,
-                    "loadbalancing: resolving the gateways timed out; keeping the last list"
-                );
+            Err(failure) => {
+                failures += 1;
+                if let Some(not_logged) = failing.occurred_now() {
+                    tracing::warn!(
+                        not_logged,
+                        "loadbalancing: resolving the gateways {failure}; keeping the last list"
+                    );
+                }
             }
         }
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
             () = stop.cancelled() => return,
         }
+    }
+}
+
+/// One resolution within `timeout`: the gateways, or what went wrong.
+async fn resolve_once<R: Resolve>(resolver: &R, timeout: Duration) -> Result<Vec<String>, String> {
+    match tokio::time::timeout(timeout, resolver.resolve()).await {
+        Ok(Ok(endpoints)) if endpoints.is_empty() => Err("found no gateway".into()),
+        Ok(Ok(endpoints)) => Ok(endpoints),
+        Ok(Err(error)) => Err(format!("failed: {error}")),
+        Err(_) => Err(format!("timed out after {timeout:?}")),
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use opscope_model::repeated_warning::RepeatedWarning;
 use tokio::sync::Notify;
 
 use super::QueueMetrics;
@@ -39,6 +40,10 @@ pub struct DurableQueue<T> {
     arrivals: Notify,
     closed: std::sync::atomic::AtomicBool,
     metrics: QueueMetrics,
+    /// A failing disk fails every append and every delivery record: said once a
+    /// minute each, the rest counted in `storage_errors`.
+    append_failures: Mutex<RepeatedWarning>,
+    complete_failures: Mutex<RepeatedWarning>,
     _batches: PhantomData<fn() -> T>,
 }
 
@@ -55,10 +60,14 @@ impl<T: Batch> DurableQueue<T> {
             pending,
             truncated_bytes,
             truncated_segments,
+            skipped_frames,
+            skipped_bytes,
+            skipped_files,
         } = recovery;
-        if pending > 0 || truncated_segments > 0 {
+        if pending > 0 || truncated_segments > 0 || skipped_frames > 0 || skipped_files > 0 {
             tracing::info!(exporter = %name, dir = %dir.display(), pending, truncated_bytes,
-                truncated_segments, "durable queue: delivering what the previous run left");
+                truncated_segments, skipped_frames, skipped_bytes, skipped_files,
+                "durable queue: delivering what the previous run left");
         }
         if truncated_segments > 0 {
             metrics.corrupt_segments.inc_by(truncated_segments);
@@ -72,6 +81,8 @@ impl<T: Batch> DurableQueue<T> {
             arrivals: Notify::new(),
             closed: std::sync::atomic::AtomicBool::new(false),
             metrics,
+            append_failures: Mutex::default(),
+            complete_failures: Mutex::default(),
             _batches: PhantomData,
         }))
     }
@@ -111,8 +122,10 @@ impl<T: Batch> DurableQueue<T> {
                 Ok(false) => room.await,
                 Err(error) => {
                     self.metrics.storage_errors.inc();
-                    tracing::error!(exporter = %self.name, %error,
-                        "durable queue: cannot append, holding the batch and trying again");
+                    if let Some(not_logged) = occurred(&self.append_failures) {
+                        tracing::error!(exporter = %self.name, %error, not_logged,
+                            "durable queue: cannot append, holding the batch and trying again");
+                    }
                     tokio::time::sleep(STORAGE_RETRY).await;
                 }
             }
@@ -160,8 +173,10 @@ impl<T: Batch> DurableQueue<T> {
             .await;
         if let Err(error) = done {
             self.metrics.storage_errors.inc();
-            tracing::error!(exporter = %self.name, %error,
-                "durable queue: cannot record a delivery; it may be sent again after a restart");
+            if let Some(not_logged) = occurred(&self.complete_failures) {
+                tracing::error!(exporter = %self.name, %error, not_logged,
+                    "durable queue: cannot record a delivery; it may be sent again after a restart");
+            }
         }
         self.room.notify_waiters();
     }
@@ -202,6 +217,14 @@ impl<T: Send + Sync> Close for DurableQueue<T> {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.arrivals.notify_waiters();
     }
+}
+
+/// Whether a repeated warning is to be said now ([`RepeatedWarning::occurred`]).
+fn occurred(warning: &Mutex<RepeatedWarning>) -> Option<u64> {
+    let mut warning = warning
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    warning.occurred_now()
 }
 
 fn to_gauge(value: u64) -> i64 {

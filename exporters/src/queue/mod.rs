@@ -10,15 +10,16 @@ pub mod shedding;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use opscope_model::config::{FieldError, Validate};
+use opscope_model::config::{FieldError, Validate, count_in, storage_directory};
 use opscope_model::memory::{MemoryAccount, MemoryHold};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde::Deserialize;
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use durable::{DurableLimits, DurableQueue};
@@ -121,8 +122,11 @@ impl Validate for QueueConfig {
         if self.enabled && self.queue_size == 0 {
             return Err(FieldError::new("queue_size", "must be at least 1"));
         }
-        if self.enabled && self.num_consumers == 0 {
-            return Err(FieldError::new("num_consumers", "must be at least 1"));
+        if self.enabled {
+            count_in("num_consumers", self.num_consumers, 1..=MAX_CONSUMERS)?;
+        }
+        if let Some(storage) = &self.storage {
+            storage_directory("storage", storage)?;
         }
         if self.storage.is_some() && !self.enabled {
             return Err(FieldError::new("storage", "needs the queue enabled"));
@@ -148,6 +152,11 @@ impl Validate for QueueConfig {
         Ok(())
     }
 }
+
+/// The most consumers a queue runs. Each is a task with a batch and a request in
+/// flight; a thousand already outnumber the connections a destination takes, and a
+/// million were a million tasks spinning on an empty queue.
+const MAX_CONSUMERS: usize = 1024;
 
 /// The longest pause a destination's `Retry-After` or retry delay can impose.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
@@ -284,6 +293,8 @@ impl<T: Batch> Clone for Source<T> {
 
 /// The running consumers of a sending queue.
 pub struct SendingQueue {
+    /// The exporter the consumers send with.
+    exporter: String,
     consumers: JoinSet<()>,
     /// The memory limiter's handle on an in-memory queue.
     sheddable: Option<Arc<dyn SheddableQueue>>,
@@ -348,6 +359,7 @@ impl SendingQueue {
             set.spawn(async move { consumer.run(source).await });
         }
         let running = SendingQueue {
+            exporter: name.to_string(),
             consumers: set,
             sheddable,
         };
@@ -362,6 +374,25 @@ impl SendingQueue {
     /// Waits until the consumers have finished.
     pub async fn join(&mut self) {
         while self.consumers.join_next().await.is_some() {}
+    }
+
+    /// The exporter the queue's consumers send with.
+    pub fn exporter(&self) -> &str {
+        &self.exporter
+    }
+
+    /// Polls for a consumer that panicked: ready with its error once one has, for the
+    /// agent to stop rather than take data no consumer will send. A consumer that ends
+    /// by itself (every sender gone, the queue drained) is passed over.
+    pub fn poll_panicked(&mut self, cx: &mut Context<'_>) -> Poll<JoinError> {
+        while let Poll::Ready(Some(ended)) = self.consumers.poll_join_next(cx) {
+            if let Err(error) = ended
+                && error.is_panic()
+            {
+                return Poll::Ready(error);
+            }
+        }
+        Poll::Pending
     }
 }
 

@@ -304,3 +304,49 @@ async fn a_small_request_refused_for_its_size_is_not_cut_further() {
     assert_eq!(exporter.requests.lock().unwrap().len(), 1);
     assert_eq!(failed(&metrics, "permanent_error"), 300);
 }
+
+/// Panics on every batch, as an exporter whose timeout overflowed an instant did.
+struct Panicking;
+
+impl Exporter<ExportTraceServiceRequest> for Panicking {
+    async fn export(&self, _: &ExportTraceServiceRequest) -> Result<Delivery, ExportError> {
+        panic!("overflow when adding duration to instant");
+    }
+}
+
+#[tokio::test]
+async fn a_consumer_that_panics_is_reported_and_one_that_ends_is_not() {
+    let start = |exporter| {
+        SendingQueue::start(
+            "otlp/panics",
+            exporter,
+            &QueueConfig::default(),
+            &fast_retry(),
+            QueueMetrics::default(),
+            CancellationToken::new(),
+            QueueStore::Memory(&MemoryAccount::default()),
+        )
+        .unwrap()
+    };
+    let (sender, mut queue) = start(Panicking);
+    assert_eq!(queue.exporter(), "otlp/panics");
+    sender.send(spans(1)).await.unwrap();
+    let error = tokio::time::timeout(
+        Duration::from_secs(5),
+        std::future::poll_fn(|cx| queue.poll_panicked(cx)),
+    )
+    .await
+    .expect("the panic is reported");
+    let message = error.into_panic();
+    assert_eq!(
+        message.downcast_ref::<&str>(),
+        Some(&"overflow when adding duration to instant")
+    );
+
+    // Consumers that end because every sender is gone are not a panic.
+    let (sender, mut queue) = start(Panicking);
+    drop(sender);
+    queue.join().await;
+    let mut context = Context::from_waker(std::task::Waker::noop());
+    assert!(queue.poll_panicked(&mut context).is_pending());
+}

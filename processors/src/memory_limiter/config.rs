@@ -7,9 +7,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::state::Limits;
-use opscope_model::config::{FieldError, Validate, duration};
+use opscope_model::config::{FieldError, MAX_DURATION, Validate, duration, duration_in};
 
 const MIB: u64 = 1024 * 1024;
+/// The shortest `check_interval`. A check reads the resident size, and above the soft
+/// limit also walks the allocator's heaps to return free memory; the resident size
+/// moves no faster than the allocator gives memory back, so checking more often than
+/// every 50 ms sees nothing new and only burns CPU (1 ns was a busy loop).
+const MIN_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 /// The spike allowance when none is configured, as in the OpenTelemetry Collector.
 const DEFAULT_SPIKE_PERCENT_OF_LIMIT: u64 = 20;
 
@@ -75,9 +80,11 @@ impl MemoryLimiterConfig {
 
 impl Validate for MemoryLimiterConfig {
     fn validate(&self) -> Result<(), FieldError> {
-        if self.check_interval.is_zero() {
-            return Err(FieldError::new("check_interval", "must be longer than 0"));
-        }
+        duration_in(
+            "check_interval",
+            self.check_interval,
+            MIN_CHECK_INTERVAL..=MAX_DURATION,
+        )?;
         match (self.limit_mib, self.limit_percentage) {
             (None, None) => {
                 return Err(FieldError::new(
@@ -180,7 +187,11 @@ mod tests {
         );
         assert_eq!(
             error(r#"{"limit_mib": 10, "check_interval": "0s"}"#),
-            "check_interval: must be longer than 0"
+            "check_interval: must be between 50ms and 1year, not 0s"
+        );
+        assert_eq!(
+            error(r#"{"limit_mib": 10, "check_interval": "1ns"}"#),
+            "check_interval: must be between 50ms and 1year, not 1ns"
         );
         assert!(
             serde_json::from_str::<MemoryLimiterConfig>(r#"{"limit": 1}"#)

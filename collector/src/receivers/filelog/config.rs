@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, Validate, duration};
+use opscope_model::config::{FieldError, Validate, duration, storage_directory};
 use serde::Deserialize;
 
 const KIB: usize = 1024;
@@ -94,12 +94,8 @@ impl Validate for FilelogConfig {
         check_names("namespaces", &self.namespaces)?;
         check_names("pods", &self.pods)?;
         check_names("containers", &self.containers)?;
-        if self
-            .storage
-            .as_ref()
-            .is_some_and(|s| s.as_os_str().is_empty())
-        {
-            return Err(FieldError::new("storage", "must name a directory"));
+        if let Some(storage) = &self.storage {
+            storage_directory("storage", storage)?;
         }
         check_range(
             "poll_interval",
@@ -218,6 +214,7 @@ mod tests {
         assert_eq!(invalid_field(r#"{"exclude":["/a","/b/[x"]}"#), "exclude[1]");
         assert_eq!(invalid_field(r#"{"pods":[""]}"#), "pods[0]");
         assert_eq!(invalid_field(r#"{"storage":""}"#), "storage");
+        assert_eq!(invalid_field(r#"{"storage":"/proc/self"}"#), "storage");
         assert_eq!(invalid_field(r#"{"poll_interval":"1ms"}"#), "poll_interval");
         assert_eq!(invalid_field(r#"{"max_log_size":100}"#), "max_log_size");
         assert_eq!(invalid_field(r#"{"max_open_files":0}"#), "max_open_files");

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, Validate, duration, optional_duration};
+use opscope_model::config::{
+    FieldError, MAX_DURATION, Validate, duration, duration_in, optional_duration,
+};
 use opscope_net::client_tls::TlsClientConfig;
 use serde::Deserialize;
 
@@ -81,6 +83,11 @@ impl Default for PrometheusScrapeConfig {
     }
 }
 
+/// The shortest `interval`. A scrape is a request and the parse of a page of up to
+/// `max_page_size`; more often than every 100 ms a target with a large page is scraped
+/// back to back, which burns the agent's CPU and the target's (1 ns was a busy loop).
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Prometheus' `scrape_timeout` default.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -125,9 +132,7 @@ impl Validate for PrometheusScrapeConfig {
         if !self.metrics_path.starts_with('/') {
             return Err(FieldError::new("metrics_path", "must start with /"));
         }
-        if self.interval.is_zero() {
-            return Err(FieldError::new("interval", "must be greater than zero"));
-        }
+        duration_in("interval", self.interval, MIN_INTERVAL..=MAX_DURATION)?;
         let timeout = self.scrape_timeout();
         if timeout.is_zero() || timeout > self.interval {
             return Err(FieldError::new(
@@ -206,6 +211,15 @@ mod tests {
             "metrics_path"
         );
         assert_eq!(field(r#"{"targets":["a:1"],"interval":0}"#), "interval");
+        assert_eq!(field(r#"{"targets":["a:1"],"interval":"1ns"}"#), "interval");
+        assert_eq!(
+            parse(r#"{"targets":["a:1"],"interval":"99ms"}"#)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string(),
+            "interval: must be between 100ms and 1year, not 99ms"
+        );
         assert_eq!(field(r#"{"targets":["a:1"],"timeout":"1m"}"#), "timeout");
         assert_eq!(
             field(r#"{"targets":["a:1"],"bearer_token":"t","bearer_token_file":"/t"}"#),
