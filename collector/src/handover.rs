@@ -1,8 +1,10 @@
 //! A gateway's hand-over: when the ring of gateways changes (one added, one removed
-//! or drained), each gateway lets go of the objects another gateway owns now, without
-//! resolving their signals (the new owner carries them on), and sends what its
-//! journal holds on them to their new owners, marked handed over so that they take
-//! it whatever its age. The agents route new records by the same ring, so the new
+//! or drained), each gateway lets go of the objects another gateway owns now,
+//! withdrawing their signals without resolving them (the new owner carries them on),
+//! and sends what its journal holds on them to their new owners, marked handed over
+//! (so that they take it whatever its age) with the journal that first took each
+//! batch (so that a gateway handed back its own records, after a restart, does not
+//! count them twice). The agents route new records by the same ring, so the new
 //! owner gets an object's past from the old owner and its present from the agents.
 
 use std::collections::HashSet;
@@ -11,8 +13,8 @@ use std::sync::Arc;
 use opscope_exporters::loadbalancing::routing::object_key_hash;
 use opscope_exporters::loadbalancing::{LoadBalancingExporter, Ring};
 use opscope_model::attributes::set;
-use opscope_model::semconv::HANDED_OVER;
-use opscope_processors::correlator::{Journaled, SharedCorrelator};
+use opscope_model::semconv::{HANDED_OVER, HANDED_OVER_JOURNAL, HANDED_OVER_SEQUENCE};
+use opscope_processors::correlator::{Journaled, Origin, SharedCorrelator};
 use opscope_proto::otlp::common::v1::any_value::Value;
 use opscope_proto::otlp::resource::v1::Resource;
 use tokio::task::JoinHandle;
@@ -113,17 +115,20 @@ async fn hand_over(
             break;
         };
         next = last + 1;
-        for (_, batch) in read {
+        for (sequence, batch) in read {
+            let origin = correlator
+                .journal_id()
+                .map(|journal| Origin { journal, sequence });
             let sent = match batch {
                 Journaled::Traces(mut traces) => {
                     for resource_spans in &mut traces.resource_spans {
-                        mark(&mut resource_spans.resource);
+                        mark(&mut resource_spans.resource, origin);
                     }
                     exporter.hand_over(&traces, &released, endpoint).await
                 }
                 Journaled::Logs(mut logs) => {
                     for resource_logs in &mut logs.resource_logs {
-                        mark(&mut resource_logs.resource);
+                        mark(&mut resource_logs.resource, origin);
                     }
                     exporter.hand_over(&logs, &released, endpoint).await
                 }
@@ -141,14 +146,32 @@ async fn hand_over(
         "correlator: objects another gateway owns now were let go and their journal handed over");
 }
 
-/// Marks records as handed over, on their resource.
-fn mark(resource: &mut Option<Resource>) {
+/// Marks records as handed over, on their resource, with the journal that first
+/// took them: this one's, unless they were handed over here before (then that
+/// first journal stays named, so that it knows its own records when they come back).
+fn mark(resource: &mut Option<Resource>, origin: Option<Origin>) {
     let resource = resource.get_or_insert_with(Resource::default);
     set(
         &mut resource.attributes,
         HANDED_OVER,
         Value::BoolValue(true),
     );
+    if let Some(origin) = origin
+        && Origin::of(resource).is_none()
+    {
+        let sequence = i64::try_from(origin.sequence).unwrap_or(i64::MAX);
+        let journal = format!("{:016x}", origin.journal);
+        set(
+            &mut resource.attributes,
+            HANDED_OVER_JOURNAL,
+            Value::StringValue(journal),
+        );
+        set(
+            &mut resource.attributes,
+            HANDED_OVER_SEQUENCE,
+            Value::IntValue(sequence),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,10 @@
 //! their figures after each tick.
 
 use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use opscope_exporters::{QueueSender, SendingQueue, SignalBatch};
@@ -18,7 +21,7 @@ use opscope_processors::correlator::{
 };
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -95,6 +98,36 @@ impl SignalOutput {
         self.ticker = Some(tokio::spawn(ticker));
     }
 
+    /// Polls for a task of the signal output that panicked (the consumer, the ticker,
+    /// a queue consumer of a signals exporter): ready with what it was and its error.
+    /// The consumer ends by itself when no correlator emits: that loses nothing.
+    pub fn poll_panicked(&mut self, cx: &mut Context<'_>) -> Poll<(String, JoinError)> {
+        let tasks = [
+            ("the signal output", &mut self.consumer),
+            ("the correlators' ticker", &mut self.ticker),
+        ];
+        for (name, slot) in tasks {
+            let Some(handle) = slot.as_mut() else {
+                continue;
+            };
+            if let Poll::Ready(ended) = Pin::new(handle).poll(cx) {
+                *slot = None;
+                if let Err(error) = ended
+                    && error.is_panic()
+                {
+                    return Poll::Ready((name.to_string(), error));
+                }
+            }
+        }
+        for queue in &mut self.queues {
+            if let Poll::Ready(error) = queue.poll_panicked(cx) {
+                let task = format!("exporter {} of the signals", queue.exporter());
+                return Poll::Ready((task, error));
+            }
+        }
+        Poll::Pending
+    }
+
     /// Waits for the last signals to be delivered; call after the correlators were
     /// dropped and the ticker was told to stop. Can be abandoned and called again.
     pub async fn finish(&mut self) {
@@ -127,7 +160,7 @@ async fn consume(
                 ];
                 telemetry.signals.get_or_create(&labels).inc();
             }
-            SignalState::Resolved => {
+            SignalState::Resolved | SignalState::HandedOver => {
                 firing.remove(&signal.id);
             }
             SignalState::Firing => {}

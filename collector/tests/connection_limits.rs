@@ -263,6 +263,92 @@ fn half_sent_grpc_streams_stay_under_the_memory_limit() {
     assert!(refused > 0.0, "no stream was counted as refused");
 }
 
+/// One connection's 100 half-sent gRPC messages hold at most its share of the memory
+/// budget (a quarter of the soft limit) and are cut off after `read_timeout`: another
+/// client's request is taken meanwhile, and every stalled stream is answered.
+#[test]
+fn half_sent_grpc_messages_of_one_connection_hold_its_share_and_time_out() {
+    const STREAMS: usize = 100;
+    const MESSAGE: u32 = 4 * 1024 * 1024 - 64;
+    const SENT: usize = 3_900_000;
+    const PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+    let sink = OtlpSink::grpc();
+    let ports = Ports::ANY;
+    let opscope = Opscope::start(&config(&ports, &sink, "", ", read_timeout: 3s"));
+    let ports = opscope.ports();
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let started = Instant::now();
+    let (other_client, answered, slowest) = runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(ports.grpc_url().trim_start_matches("http://"))
+            .await
+            .expect("connect");
+        let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let (sent_tx, mut sent_rx) = tokio::sync::mpsc::channel(STREAMS);
+        let mut streams = tokio::task::JoinSet::new();
+        for _ in 0..STREAMS {
+            let Ok(Ok(mut client)) =
+                tokio::time::timeout(Duration::from_secs(2), client.clone().ready()).await
+            else {
+                break;
+            };
+            let request = http::Request::post(PATH)
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .expect("a request");
+            let Ok((response, mut stream)) = client.send_request(request, false) else {
+                break;
+            };
+            let sent = sent_tx.clone();
+            streams.spawn(async move {
+                let _ = stream.send_data(grpc_prefix(MESSAGE), false);
+                send_within_window(&mut stream, SENT).await;
+                let _ = sent.send(()).await;
+                // Half-sent: the end of the message never comes.
+                let answer = tokio::time::timeout(Duration::from_secs(30), response).await;
+                (answer.is_ok_and(|answer| answer.is_ok()), stream)
+            });
+        }
+        drop(sent_tx);
+        // Every stream has sent what it will (or was cut off on the way).
+        while sent_rx.recv().await.is_some() {}
+        let payload = "x".repeat(3_000);
+        let mut other = opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient::connect(ports.grpc_url())
+            .await
+            .expect("another client connects")
+            .max_encoding_message_size(8 << 20);
+        let other_client = other
+            .export(common::numbered_spans(0, 1_000, &payload))
+            .await
+            .map(|_| ())
+            .map_err(|status| status.to_string());
+        let (mut answered, mut held) = (0, Vec::new());
+        while let Some(finished) = streams.join_next().await {
+            let (was_answered, stream) = finished.expect("a stream task");
+            answered += usize::from(was_answered);
+            held.push(stream);
+        }
+        (other_client, answered, started.elapsed())
+    });
+    report_fault(
+        "half_sent_grpc_messages_of_one_connection",
+        &[
+            ("streams", STREAMS as f64),
+            ("answered", answered as f64),
+            ("slowest_answer_s", slowest.as_secs_f64()),
+        ],
+    );
+    assert_eq!(
+        other_client,
+        Ok(()),
+        "another client's 3 MB request while one connection stalls its messages"
+    );
+    assert_eq!(answered, STREAMS, "every stalled stream is answered");
+}
+
 #[test]
 fn slowloris_connections_are_closed_after_read_header_timeout() {
     const CONNECTIONS: usize = 50;

@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::audit::{deletion_by_person, event_list, rfc3339};
+use common::reconciles::{SECOND, looping, now_nanos, reconciles, reconciles_apart};
 use common::{
     Opscope, OtlpSink, Ports, RssSampler, free_port, http_post, own_loopback_block, wait_until,
 };
@@ -207,7 +208,7 @@ fn gateway_config(gateway: &Process, gateways: &Membership, journal: Option<&Pat
     };
     format!(
         r#"receivers:
-  otlp: {{ protocols: {{ grpc: {{ endpoint: "{grpc}" }} }} }}
+  otlp: {{ protocols: {{ grpc: {{ endpoint: "{grpc}" }} }}, accept_handover: true }}
   k8s_audit: {{ endpoint: 127.0.0.1:0 }}
 processors:
   operator_tagger: {{}}
@@ -252,12 +253,6 @@ exporters:
         end = service_end(&process.ports),
         telemetry = telemetry(&process.ports),
     )
-}
-
-fn now_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }
 
 /// `kubectl delete rayjob eval` by a person: the object stays, held by its finalizer,
@@ -419,13 +414,14 @@ impl Tier {
         let gateways: Vec<Process> = hosts.iter().map(|host| Process::at(host, port)).collect();
         let membership = Membership::Static(gateways.iter().map(Process::address).collect());
         let files = journaled.then(|| tempfile::tempdir().expect("journal directory"));
-        Self::start_with(gateways, membership, None, files)
+        Self::start_with(gateways, membership, None, files, &[0, 1, 2])
     }
 
     /// Gateways on loopback addresses of their own found by name through a hosts
-    /// file the test rewrites, with journals and hand-over; `None` where the test
-    /// cannot give processes a hosts file of their own (not root).
-    fn start_named() -> Option<Self> {
+    /// file the test rewrites, with journals and hand-over, the name giving
+    /// `members` at first; `None` where the test cannot give processes a hosts file
+    /// of their own (not root).
+    fn start_named(members: &[usize]) -> Option<Self> {
         let files = tempfile::tempdir().expect("a directory for journals and hosts");
         let hosts = files.path().join("hosts");
         fs::write(&hosts, "127.0.0.1 localhost\n").expect("write the hosts file");
@@ -441,7 +437,7 @@ impl Tier {
             hostname: GATEWAYS_NAME.into(),
             port,
         };
-        let tier = Self::start_with(gateways, membership, Some(hosts), Some(files));
+        let tier = Self::start_with(gateways, membership, Some(hosts), Some(files), members);
         Some(tier)
     }
 
@@ -450,6 +446,7 @@ impl Tier {
         membership: Membership,
         hosts: Option<PathBuf>,
         files: Option<tempfile::TempDir>,
+        members: &[usize],
     ) -> Self {
         let mut tier = Self {
             gateways,
@@ -459,7 +456,7 @@ impl Tier {
             hosts,
             files,
         };
-        tier.write_hosts(&[0, 1, 2]);
+        tier.write_hosts(members);
         for index in 0..tier.gateways.len() {
             tier.start_gateway(index);
         }
@@ -611,6 +608,47 @@ impl Tier {
         }
     }
 
+    /// The objects gateway `index`'s correlator tracks; 0 for a gateway not running.
+    fn tracked(&self, index: usize) -> f64 {
+        let gateway = &self.gateways[index];
+        gateway.opscope.as_ref().map_or(0.0, |opscope| {
+            let metrics = opscope.ports().metrics_addr();
+            opscope.metric_value(&metrics, "opscope_correlator_tracked_objects", &[])
+        })
+    }
+
+    fn tracked_by_all(&self) -> f64 {
+        (0..self.gateways.len())
+            .map(|index| self.tracked(index))
+            .sum()
+    }
+
+    /// SIGTERM of gateway `index` and the same gateway started again, as a rolling
+    /// restart does.
+    fn stop_and_start(&mut self, index: usize) {
+        if let Some(mut opscope) = self.gateways[index].opscope.take() {
+            opscope.stop_within(SIGNALS_TIMEOUT);
+        }
+        let config = self.config_of_gateway(index);
+        let hosts = self.hosts.clone();
+        self.gateways[index].start(&config, hosts.as_deref());
+    }
+
+    /// Sends `requests` to agent `index`, in order.
+    fn send_to_agent(&self, index: usize, requests: Vec<ExportTraceServiceRequest>) {
+        let url = format!("http://{}", self.agents[index].address());
+        let runtime = Runtime::new().expect("client runtime");
+        runtime
+            .block_on(async {
+                let mut client = TraceServiceClient::connect(url).await?;
+                for request in requests {
+                    client.export(request).await?;
+                }
+                Ok::<_, Box<dyn std::error::Error>>(())
+            })
+            .expect("the agent takes the spans");
+    }
+
     fn tier_firing(&self) -> BTreeSet<SignalKey> {
         self.gateways
             .iter()
@@ -716,7 +754,7 @@ fn a_gateway_killed_and_started_again_loses_no_signal() {
 /// fires; objects that move are let go without resolving their signals.
 #[test]
 fn gateways_removed_and_added_hand_their_objects_over() {
-    let Some(mut tier) = Tier::start_named() else {
+    let Some(mut tier) = Tier::start_named(&[0, 1, 2]) else {
         return;
     };
     let removed = tier.owner_of(&[0, 1, 2], "RayJob", "ml", "eval");
@@ -741,6 +779,113 @@ fn gateways_removed_and_added_hand_their_objects_over() {
             sampler.peak() < 256 << 20,
             "agent {agent} peaked at {} MiB",
             sampler.peak() >> 20
+        );
+    }
+}
+
+/// A gateway restarted the documented way (out of the name, SIGTERM, started again,
+/// back in the name) hands its objects over and takes them back: each record is
+/// counted once whatever path it took, so objects reconciled under the loop
+/// threshold fire nothing. The gateway that held them meanwhile does not journal
+/// what it was handed, so it has no copies to hand back.
+#[test]
+fn a_rolling_restart_of_a_gateway_raises_no_false_loop() {
+    let Some(mut tier) = Tier::start_named(&[0, 1, 2]) else {
+        return;
+    };
+    let now = now_nanos();
+    // 20 reconciles of each object over 50 s: 24 a minute, under the 30 that fire.
+    let requests: Vec<ExportTraceServiceRequest> = (0..40)
+        .map(|i| reconciles_apart(&format!("object-{i}"), 20, now, 5 * SECOND / 2, false))
+        .collect();
+    tier.send_to_agent(0, requests);
+    assert!(wait_until(SIGNALS_TIMEOUT, || tier.tracked_by_all() == 40.0));
+    let restarted = tier.owner_of(&[0, 1, 2], "RayJob", "ml", "object-0");
+    let others: Vec<usize> = (0..3).filter(|&index| index != restarted).collect();
+    tier.write_hosts(&others);
+    assert!(
+        wait_until(SIGNALS_TIMEOUT, || tier.tracked(restarted) == 0.0
+            && tier.tracked_by_all() == 40.0),
+        "gateway {restarted} handed its objects over"
+    );
+    tier.stop_and_start(restarted);
+    tier.write_hosts(&[0, 1, 2]);
+    assert!(
+        wait_until(SIGNALS_TIMEOUT, || {
+            tier.tracked(restarted) > 0.0 && tier.tracked_by_all() == 40.0
+        }),
+        "gateway {restarted} owns its objects again, each held once: {} of 40 there",
+        tier.tracked(restarted)
+    );
+    let loops = || -> BTreeSet<String> {
+        (tier.gateways.iter())
+            .flat_map(|gateway| looping(&gateway.signals))
+            .collect()
+    };
+    assert!(
+        !wait_until(Duration::from_secs(5), || !loops().is_empty()),
+        "false loops after a rolling restart: {:?}",
+        loops()
+    );
+}
+
+/// The states a gateway's `reconcile_loop` signal of `object` went through.
+fn loop_states(sink: &OtlpSink, object: &str) -> Vec<String> {
+    (signal_spans(sink).iter())
+        .filter(|span| span.name == "opscope.signal reconcile_loop")
+        .filter(|span| text(&span.attributes, "k8s.object.name").as_deref() == Some(object))
+        .filter_map(|span| text(&span.attributes, "opscope.signal.state"))
+        .collect()
+}
+
+/// A gateway joins and takes objects whose loops fire at their old owner: the old
+/// owner withdraws those signals (`handed_over`: it sends them no more and its
+/// series ends, without a `resolved`), and the new owner carries them on.
+#[test]
+fn signals_of_objects_that_move_are_withdrawn_by_their_old_owner() {
+    let Some(tier) = Tier::start_named(&[0, 1]) else {
+        return;
+    };
+    let names: Vec<String> = (0..10).map(|i| format!("loop-{i}")).collect();
+    let moving: Vec<(usize, &str)> = (names.iter())
+        .filter(|name| tier.owner_of(&[0, 1, 2], "RayJob", "ml", name) == 2)
+        .map(|name| (tier.owner_of(&[0, 1], "RayJob", "ml", name), name.as_str()))
+        .collect();
+    assert!(
+        !moving.is_empty(),
+        "some of the objects move to the new gateway"
+    );
+    let now = now_nanos();
+    tier.send_to_agent(
+        0,
+        (names.iter())
+            .map(|name| reconciles(name, 40, now, false))
+            .collect(),
+    );
+    assert!(wait_until(SIGNALS_TIMEOUT, || {
+        let firing: BTreeSet<String> = (tier.gateways.iter())
+            .flat_map(|gateway| looping(&gateway.signals))
+            .collect();
+        names.iter().all(|name| firing.contains(name))
+    }));
+    tier.write_hosts(&[0, 1, 2]);
+    for (old_owner, name) in moving {
+        let withdrawn = wait_until(SIGNALS_TIMEOUT, || {
+            loop_states(&tier.gateways[old_owner].signals, name).last()
+                == Some(&"handed_over".to_string())
+                && looping(&tier.gateways[2].signals).contains(name)
+        });
+        assert!(
+            withdrawn,
+            "{name}: at its old owner {:?}, at the new one {:?} (which tracks {} objects)\n{}",
+            loop_states(&tier.gateways[old_owner].signals, name),
+            loop_states(&tier.gateways[2].signals, name),
+            tier.tracked(2),
+            tier.gateways[2]
+                .opscope
+                .as_ref()
+                .map(Opscope::logs)
+                .unwrap_or_default()
         );
     }
 }

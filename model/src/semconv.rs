@@ -76,3 +76,8 @@ pub const LOG_SOURCE: &str = "opscope.log.source";
 /// A resource attribute (true) on records one gateway hands over to the gateway that
 /// owns their objects now: the receiver takes them whatever their age.
 pub const HANDED_OVER: &str = "opscope.handed_over";
+/// On handed-over records: the id (16 hex digits) of the journal that first took
+/// them, and their batch's sequence number there. A gateway handed back records of
+/// its own journal knows them by it, and one handed the same batch twice.
+pub const HANDED_OVER_JOURNAL: &str = "opscope.handed_over.journal";
+pub const HANDED_OVER_SEQUENCE: &str = "opscope.handed_over.sequence";

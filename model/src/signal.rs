@@ -49,6 +49,11 @@ impl Severity {
 pub enum SignalState {
     Firing,
     Resolved,
+    /// Another gateway owns the signal's object now and carries the signal on: this
+    /// one stops reporting it without ending it (its series ends; Alertmanager keeps
+    /// the alert while the new owner sends it, and ends it after its
+    /// `resolve_timeout` if none does).
+    HandedOver,
 }
 
 /// At most this many evidence references travel with a signal.
@@ -95,6 +100,7 @@ impl Signal {
         let state = match self.state {
             SignalState::Firing => "FIRING",
             SignalState::Resolved => "RESOLVED",
+            SignalState::HandedOver => "HANDED_OVER",
         };
         format!(
             "{state} {} {} {} operator={} cause={} {}",
@@ -115,6 +121,7 @@ impl Signal {
         let state = match self.state {
             SignalState::Firing => "firing",
             SignalState::Resolved => "resolved",
+            SignalState::HandedOver => "handed_over",
         };
         let kind = if self.object.kind.is_empty() {
             &self.object.resource

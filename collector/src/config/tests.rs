@@ -269,6 +269,59 @@ const BAD: &[(&str, &str, &str)] = &[
         "extras: 1\nservice:\n  extensions: [health_check]\n",
         "extras: unknown key",
     ),
+    // Durations past a year are refused where they are read: 3×10¹¹ years passed once
+    // and panicked the task that added them to an instant.
+    (
+        "  batch:\n",
+        "  batch:\n    timeout: 300000000000years\n",
+        "processors.batch.timeout: duration \"300000000000years\" is longer than any setting takes (at most 1year)",
+    ),
+    (
+        "tls: { insecure: true }",
+        "tls: { insecure: true }\n    timeout: 300000000000years",
+        "exporters.otlp/jaeger.timeout: duration \"300000000000years\" is longer than any setting takes",
+    ),
+    (
+        "service:\n",
+        "service:\n  shutdown_timeout: 300000000000years\n",
+        "service.shutdown_timeout: duration \"300000000000years\" is longer than any setting takes",
+    ),
+    (
+        "  debug:\n",
+        "  debug:\n  alertmanager:\n    endpoint: http://alertmanager:9093\n    resend_interval: 300000000000years\n",
+        "exporters.alertmanager.resend_interval: duration \"300000000000years\" is longer than any setting takes",
+    ),
+    // Settings that validated and then burned CPU or failed every write.
+    (
+        "  batch:\n",
+        "  batch:\n  memory_limiter:\n    check_interval: 1ns\n    limit_mib: 100\n",
+        "processors.memory_limiter.check_interval: must be between 50ms and 1year, not 1ns",
+    ),
+    (
+        "  otlp:\n    protocols:",
+        "  prometheus_scrape:\n    targets: [\"127.0.0.1:9090\"]\n    interval: 1ns\n  otlp:\n    protocols:",
+        "receivers.prometheus_scrape.interval: must be between 100ms and 1year, not 1ns",
+    ),
+    (
+        "tls: { insecure: true }",
+        "tls: { insecure: true }\n    sending_queue: { num_consumers: 1000000 }",
+        "exporters.otlp/jaeger.sending_queue.num_consumers: must be between 1 and 1024, not 1000000",
+    ),
+    (
+        "tls: { insecure: true }",
+        "tls: { insecure: true }\n    sending_queue: { storage: /proc/self }",
+        "exporters.otlp/jaeger.sending_queue.storage: /proc/self is under /proc",
+    ),
+    (
+        "  batch:\n",
+        "  batch:\n  correlator:\n    storage: { directory: /proc/self }\n",
+        "processors.correlator.storage.directory: /proc/self is under /proc",
+    ),
+    (
+        "  otlp:\n    protocols:",
+        "  filelog:\n    storage: /sys/fs\n  otlp:\n    protocols:",
+        "receivers.filelog.storage: /sys/fs is under /sys",
+    ),
     (
         "service:\n",
         "service:\n  extensions: [health_check]\n",
@@ -477,6 +530,7 @@ fn a_hand_over_follows_a_loadbalancing_exporter_and_needs_a_journal() {
 receivers:
   otlp:
     protocols: {{ grpc: {{ endpoint: 127.0.0.1:4317 }} }}
+    accept_handover: true
 processors:
   correlator: {correlator}
 exporters:
@@ -501,5 +555,14 @@ service:
             "{ handover: { exporter: debug, endpoint: \"10.0.0.5:4317\" } }"
         )),
         ["processors.correlator.handover: needs storage: what is handed over is the journal"]
+    );
+    let refusing = config("{ storage: { directory: /tmp/j }, handover: { exporter: debug, endpoint: \"10.0.0.5:4317\" } }")
+        .replace("    accept_handover: true\n", "");
+    assert!(
+        errors_of(&refusing).contains(
+            &"processors.correlator.handover: needs an otlp receiver with accept_handover: true, where the other gateways' hand-overs arrive".to_string()
+        ),
+        "{:?}",
+        errors_of(&refusing)
     );
 }

@@ -8,7 +8,7 @@ use opscope_model::TelemetryKind;
 use opscope_model::config::{FieldError, Validate, check_listen_address};
 
 use super::settings::{check_id, component_type};
-use super::{Config, ExporterConfig, PipelineConfig, ProcessorConfig, SIGNALS};
+use super::{Config, ExporterConfig, PipelineConfig, ProcessorConfig, ReceiverConfig, SIGNALS};
 use crate::sending::Carried;
 
 impl Config {
@@ -31,6 +31,15 @@ impl Config {
                         "\"{}\" is not a loadbalancing exporter of this config",
                         handover.exporter
                     ),
+                ));
+            }
+            let accepted = self.receivers.values().any(
+                |receiver| matches!(receiver, ReceiverConfig::Otlp(otlp) if otlp.accept_handover),
+            );
+            if !accepted {
+                errors.push(FieldError::new(
+                    format!("processors.{id}.handover"),
+                    "needs an otlp receiver with accept_handover: true, where the other gateways' hand-overs arrive",
                 ));
             }
         }

@@ -14,6 +14,7 @@ use opscope_model::Telemetry;
 use opscope_model::config::FieldError;
 use opscope_model::memory::MemoryHold;
 use opscope_processors::ProcessorChain;
+use opscope_processors::correlator::SharedCorrelator;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -113,7 +114,12 @@ impl<T: OtlpBatch> Pipeline<T> {
         };
         let input = PipelineInput {
             sender,
-            acknowledges_durably: exporters.iter().any(|e| built.acknowledges_durably(e)),
+            // A journaling correlator is as durable as a queue on disk: a batch is
+            // acknowledged once it is written.
+            acknowledges_durably: exporters.iter().any(|e| built.acknowledges_durably(e))
+                || (processors.iter()).any(|(name, _)| {
+                    (shared.correlators.get(*name)).is_some_and(SharedCorrelator::journals)
+                }),
             limiter: shared
                 .memory_limiter_of(processors)
                 .map(|(_, limiter)| limiter.clone()),

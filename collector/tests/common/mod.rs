@@ -6,6 +6,7 @@ pub mod audit;
 pub mod fleet;
 mod http;
 pub mod pod_logs;
+pub mod reconciles;
 mod requests;
 mod resident;
 mod sink;

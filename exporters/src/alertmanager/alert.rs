@@ -41,7 +41,8 @@ impl Alert {
             generator_url: generator_url.map(str::to_string),
         };
         match signal.state {
-            SignalState::Firing => alert,
+            // A handed-over alert is not posted (see `FiringAlerts::apply`).
+            SignalState::Firing | SignalState::HandedOver => alert,
             SignalState::Resolved => alert.ended_at(signal.last_seen),
         }
     }

@@ -82,6 +82,12 @@ impl FiringAlerts {
         match signal.state {
             SignalState::Firing => self.fire(&signal.id, signal.last_seen, alert),
             SignalState::Resolved => self.resolve(&signal.id, signal.last_seen, alert),
+            SignalState::HandedOver => {
+                // Not ended: Alertmanager keeps the alert while its new owner sends
+                // it, and ends it after its `resolve_timeout` if none does.
+                self.firing.remove(&signal.id);
+                Vec::new()
+            }
         }
     }
 
@@ -193,6 +199,22 @@ mod tests {
 
         let sent = apply(&mut alerts, &resolved(&firing));
         assert_eq!(sent, [Alert::of(&resolved(&firing), None)]);
+        assert!(alerts.to_resend().is_empty());
+    }
+
+    /// A signal handed over to another gateway is neither ended nor sent again: its
+    /// new owner sends it, and Alertmanager ends it after its `resolve_timeout` if
+    /// none does.
+    #[test]
+    fn a_handed_over_alert_is_not_ended_and_not_sent_again() {
+        let mut alerts = FiringAlerts::new("alertmanager", 10);
+        let firing = loop_signal();
+        apply(&mut alerts, &firing);
+        let handed_over = Signal {
+            state: SignalState::HandedOver,
+            ..firing
+        };
+        assert!(apply(&mut alerts, &handed_over).is_empty());
         assert!(alerts.to_resend().is_empty());
     }
 

@@ -130,13 +130,17 @@ impl<'a> Fields<'a> {
 }
 
 /// The string values of the attributes (`KeyValue` messages in field
-/// `attributes_field` of `message`) named in `keys`, in `keys`' order.
+/// `attributes_field` of `message`) named in `keys`, in `keys`' order. A key
+/// written twice counts by its first, as everything that reads decoded attributes
+/// takes it: routing by another value would send the record to a gateway that files
+/// it under the first.
 fn string_attributes<'a, const N: usize>(
     message: &'a [u8],
     attributes_field: u32,
     keys: [&str; N],
 ) -> Result<[&'a str; N], WireError> {
     let mut values = [""; N];
+    let mut seen = [false; N];
     for field in fields(message) {
         let field = field?;
         if field.number != attributes_field {
@@ -161,6 +165,10 @@ fn string_attributes<'a, const N: usize>(
         let Some(index) = keys.iter().position(|wanted| wanted.as_bytes() == key) else {
             continue;
         };
+        match seen.get_mut(index) {
+            Some(seen) if !*seen => *seen = true,
+            _ => continue,
+        }
         // AnyValue: a string is field 1.
         for part in fields(value) {
             let part = part?;
@@ -410,6 +418,23 @@ mod tests {
         ExportTraceServiceRequest {
             resource_spans: vec![resource("operator-0", 0), resource("operator-1", 100)],
         }
+    }
+
+    /// A record naming its object twice goes by the first name, as the tagger, the
+    /// correlator and the decoded routing read it.
+    #[test]
+    fn a_repeated_object_attribute_routes_by_its_first_value() {
+        let key = |span: &Span| record_key(&span.encode_to_vec(), SPANS, ["", ""]).unwrap();
+        let mut repeated = span(Some("first"), 1);
+        let mut second = Vec::new();
+        set_str(&mut second, OBJECT_NAME, "second");
+        repeated.attributes.extend(second);
+        assert_eq!(key(&repeated), key(&span(Some("first"), 1)));
+        assert_ne!(key(&repeated), key(&span(Some("second"), 1)));
+        assert_eq!(
+            key(&repeated),
+            crate::loadbalancing::routing::record_key(&repeated.attributes, None)
+        );
     }
 
     /// The wire cut gives, byte for byte, what encoding the decoded request's parts

@@ -176,6 +176,7 @@ fn state_name(state: SignalState) -> &'static str {
     match state {
         SignalState::Firing => "firing",
         SignalState::Resolved => "resolved",
+        SignalState::HandedOver => "handed_over",
     }
 }
 

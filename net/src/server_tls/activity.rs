@@ -24,6 +24,8 @@ pub struct Activity {
     idle_since: AtomicU64,
     requests: AtomicUsize,
     receiving: AtomicUsize,
+    /// Bytes of the request bodies still arriving.
+    arriving_bytes: AtomicU64,
     served: AtomicBool,
 }
 
@@ -35,6 +37,7 @@ impl Activity {
             idle_since: AtomicU64::new(0),
             requests: AtomicUsize::new(0),
             receiving: AtomicUsize::new(0),
+            arriving_bytes: AtomicU64::new(0),
             served: AtomicBool::new(false),
         })
     }
@@ -149,16 +152,31 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
 #[error("the request body did not arrive within {0:?} (read_timeout)")]
 pub struct ReadTimeout(pub Duration);
 
+/// A request body cut off because the bodies arriving on its connection took more
+/// than the connection's share of memory.
+#[derive(Debug, thiserror::Error)]
+#[error("the request bodies arriving on this connection hold more than its {0} bytes")]
+pub struct ConnectionShare(pub u64);
+
 /// A request body as its handler reads it: counted as arriving until its end is
-/// read or it is dropped, and cut off with [`ReadTimeout`] when it takes too long.
+/// read or it is dropped, and cut off with [`ReadTimeout`] when it takes too long,
+/// or with [`ConnectionShare`] when its connection's bodies hold too much.
 pub struct TrackedBody {
     inner: Incoming,
     activity: Option<Arc<Activity>>,
     deadline: Option<(Pin<Box<Sleep>>, Duration)>,
+    max_arriving_bytes: Option<u64>,
+    /// This body's bytes counted in its connection's arriving bytes.
+    counted: u64,
 }
 
 impl TrackedBody {
-    pub fn new(inner: Incoming, activity: &Arc<Activity>, read_timeout: Option<Duration>) -> Self {
+    pub fn new(
+        inner: Incoming,
+        activity: &Arc<Activity>,
+        read_timeout: Option<Duration>,
+        max_arriving_bytes: Option<u64>,
+    ) -> Self {
         let arriving = !inner.is_end_stream();
         if arriving {
             activity.receiving.fetch_add(1, Ordering::AcqRel);
@@ -169,14 +187,29 @@ impl TrackedBody {
             deadline: read_timeout
                 .filter(|_| arriving)
                 .map(|after| (Box::pin(tokio::time::sleep(after)), after)),
+            max_arriving_bytes,
+            counted: 0,
         }
     }
 
     fn arrived(&mut self) {
         if let Some(activity) = self.activity.take() {
             activity.receiving.fetch_sub(1, Ordering::AcqRel);
+            activity
+                .arriving_bytes
+                .fetch_sub(self.counted, Ordering::AcqRel);
         }
         self.deadline = None;
+    }
+
+    /// Counts `bytes` more as arriving on the connection; false past its share.
+    fn within_share(&mut self, bytes: u64) -> bool {
+        let Some(activity) = &self.activity else {
+            return true;
+        };
+        self.counted += bytes;
+        let total = activity.arriving_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        self.max_arriving_bytes.is_none_or(|share| total <= share)
     }
 }
 
@@ -205,6 +238,12 @@ impl Body for TrackedBody {
                 Poll::Ready(Some(Err(err.into())))
             }
             Poll::Ready(Some(Ok(frame))) => {
+                let bytes = frame.data_ref().map_or(0, |data| data.len() as u64);
+                if !self.inner.is_end_stream() && !self.within_share(bytes) {
+                    let share = self.max_arriving_bytes.unwrap_or_default();
+                    self.arrived();
+                    return Poll::Ready(Some(Err(ConnectionShare(share).into())));
+                }
                 if self.inner.is_end_stream() {
                     self.arrived();
                 }

@@ -18,6 +18,9 @@ pub struct ConnectionSettings {
     pub read_header_timeout: Option<Duration>,
     /// How long a request's body may take to arrive, from its headers on.
     pub read_timeout: Option<Duration>,
+    /// Bytes of request bodies still arriving that one connection may hold at once
+    /// (its share of the memory budget); a body past it is cut off.
+    pub max_arriving_bytes: Option<u64>,
     /// A connection with no request in service for this long is closed.
     pub idle_timeout: Option<Duration>,
     /// HTTP/2 only, as gRPC is.
@@ -47,6 +50,7 @@ impl ConnectionSettings {
             max_connections: 64,
             read_header_timeout: Some(Duration::from_secs(10)),
             read_timeout: Some(Duration::from_secs(10)),
+            max_arriving_bytes: None,
             idle_timeout: Some(Duration::from_secs(60)),
             http2_only: false,
             max_concurrent_streams: Some(16),

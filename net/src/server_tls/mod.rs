@@ -20,7 +20,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use serde::Deserialize;
 
-pub use activity::ReadTimeout;
+pub use activity::{ConnectionShare, ReadTimeout};
 pub use certificate::ReloadMetrics;
 pub use connections::{ConnectionMetrics, ConnectionSettings, Keepalive};
 pub use serve::HttpServer;

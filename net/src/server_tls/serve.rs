@@ -162,10 +162,18 @@ async fn serve_connection<S>(
 {
     let router = shared.router.clone();
     let read_timeout = shared.settings.read_timeout;
+    let max_arriving_bytes = shared.settings.max_arriving_bytes;
     let tracked = Arc::clone(&activity);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let in_service = tracked.request();
-        let request = request.map(|body| Body::new(TrackedBody::new(body, &tracked, read_timeout)));
+        let request = request.map(|body| {
+            Body::new(TrackedBody::new(
+                body,
+                &tracked,
+                read_timeout,
+                max_arriving_bytes,
+            ))
+        });
         let mut router = router.clone();
         async move {
             let response = router.call(request).await;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use opscope_model::kubernetes::ObjectKey;
-use opscope_model::signal::{Signal, SignalType};
+use opscope_model::signal::{Signal, SignalState, SignalType};
 use opscope_model::timestamp::Nanos;
 
 use crate::correlator::compact::bound_object;
@@ -42,6 +42,9 @@ pub struct CorrelatorStats {
     /// wrong clock or unit), in total; counted by the live agent, which knows the
     /// wall clock.
     pub future_events_dropped: u64,
+    /// Events of this correlator's own journal handed back by another, of objects it
+    /// holds already, in total.
+    pub handed_back_events_dropped: u64,
     /// The journal's figures, all zero without `storage`.
     pub journal: JournalStats,
 }
@@ -100,21 +103,45 @@ impl Correlator {
 
     /// Takes an event handed over by the correlator that owned its object before
     /// (its journal, sent on when ownership moved), whatever its age: the object is
-    /// new here, so its events come in late but in their order.
+    /// new here, so its events come in late but in their order. The caller has
+    /// refused events dated ahead of the wall clock.
     pub fn observe_handed_over(&mut self, event: Event) {
         let Event::Object(mut event) = event else {
             // Operator-instance evidence is not routed by object, and not handed over.
             return;
         };
+        // Event time moves on with it, as with any event: a loop the old owner was
+        // firing is evaluated here at its own time, not a lateness behind it.
+        self.watermark = self.watermark.max(event.time);
         if !self.observe_object(&mut event) {
             self.stats.ignored_events += 1;
         }
     }
 
-    /// Forgets the objects `keep` says no to, without resolving their signals: their
-    /// new owner carries them on. Returns how many were let go.
-    pub fn release(&mut self, keep: impl FnMut(&ObjectKey) -> bool) -> usize {
-        self.objects.release(keep)
+    /// Takes an event of this correlator's own journal handed back by another (which
+    /// held the object meanwhile) only when the object is not tracked here: one
+    /// tracked was taken back from the journal at start, or never let go, and holds
+    /// the event already.
+    pub fn observe_handed_back(&mut self, event: Event) {
+        if let Event::Object(object) = &event
+            && self.objects.holds(&object.object)
+        {
+            self.stats.handed_back_events_dropped += 1;
+            return;
+        }
+        self.observe_handed_over(event);
+    }
+
+    /// Forgets the objects `keep` says no to (their new owner carries them on) and
+    /// returns their firing signals, [`HandedOver`](SignalState::HandedOver): this
+    /// correlator stops reporting them without ending them.
+    pub fn release(&mut self, keep: impl FnMut(&ObjectKey) -> bool) -> Vec<Signal> {
+        let mut signals = self.objects.release(keep);
+        for signal in &mut signals {
+            signal.state = SignalState::HandedOver;
+            signal.last_seen = signal.last_seen.max(self.watermark);
+        }
+        signals
     }
 
     /// Moves event time forward to `now` (never backwards), evaluates the detectors,

@@ -371,10 +371,10 @@ proptest! {
 }
 
 /// A gateway taking over an object: what the old owner hands over is old by the new
-/// owner's event time, and taken all the same; the old owner lets the object go
-/// without resolving its signal.
+/// owner's event time, and taken all the same; the old owner lets the object go and
+/// withdraws its signal, without resolving it.
 #[test]
-fn handed_over_events_are_taken_whatever_their_age_and_released_objects_go_quietly() {
+fn handed_over_events_are_taken_whatever_their_age_and_released_objects_withdraw_their_signals() {
     let stuck = || {
         Ev::state("stuck", secs(0))
             .deleting(secs(0))
@@ -396,8 +396,10 @@ fn handed_over_events_are_taken_whatever_their_age_and_released_objects_go_quiet
     assert_eq!(taken_over[0].signal, SignalType::FinalizerLeak);
     assert_eq!(taken_over[0].state, SignalState::Firing);
 
-    let released = old_owner.release(|key| key.name != "stuck");
-    assert_eq!(released, 1);
+    let withdrawn = old_owner.release(|key| key.name != "stuck");
+    assert_eq!(withdrawn.len(), 1, "{withdrawn:?}");
+    assert_eq!(withdrawn[0].state, SignalState::HandedOver);
+    assert_eq!(withdrawn[0].id, taken_over[0].id, "the new owner's signal");
     assert!(old_owner.active().is_empty());
     assert!(
         old_owner.advance(secs(30 * 60)).is_empty(),
@@ -406,9 +408,10 @@ fn handed_over_events_are_taken_whatever_their_age_and_released_objects_go_quiet
 }
 
 /// A gateway that let an object go may see it fire again from records still routed
-/// to it; the end of that must not resolve what the object's new owner keeps firing.
+/// to it: neither that firing nor its end is sent, the object's new owner reports it.
+/// What it let go while firing it withdraws.
 #[test]
-fn a_correlator_does_not_resolve_what_it_does_not_own() {
+fn a_correlator_reports_nothing_of_what_it_does_not_own_and_withdraws_what_it_lets_go() {
     use std::sync::{Arc, Mutex};
 
     use crate::correlator::SharedCorrelator;
@@ -433,17 +436,39 @@ fn a_correlator_does_not_resolve_what_it_does_not_own() {
         Ev::state("stuck", secs(6 * 60 + 1)).finalizers(&[]).into(),
         Ev::state("mine", secs(6 * 60 + 1)).finalizers(&[]).into(),
     ]);
-    let sent = sent.lock().unwrap();
+    let received = sent.lock().unwrap();
     let states = |name: &str| -> Vec<SignalState> {
-        sent.iter()
+        received
+            .iter()
             .filter(|signal| signal.object.name == name)
             .map(|signal| signal.state)
             .collect()
     };
     assert_eq!(states("mine"), [SignalState::Firing, SignalState::Resolved]);
+    assert_eq!(states("stuck"), [], "not this correlator's object");
+    drop(received);
+
+    let since = secs(7 * 60);
+    correlator.observe(vec![
+        Ev::state("moving", since)
+            .deleting(since)
+            .finalizers(&["example.com/cleanup"])
+            .into(),
+    ]);
+    correlator.tick(since + secs(6 * 60) + secs(CorrelatorConfig::default().lateness.as_secs()));
     assert_eq!(
-        states("stuck"),
-        [SignalState::Firing],
-        "fired, never resolved here"
+        correlator.release(|key| key.name != "moving"),
+        1,
+        "one object let go"
+    );
+    let sent = sent.lock().unwrap();
+    let moving: Vec<SignalState> = (sent.iter())
+        .filter(|signal| signal.object.name == "moving")
+        .map(|signal| signal.state)
+        .collect();
+    assert_eq!(
+        moving,
+        [SignalState::Firing, SignalState::HandedOver],
+        "withdrawn once let go, though no longer owned"
     );
 }

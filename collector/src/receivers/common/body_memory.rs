@@ -58,6 +58,14 @@ impl BodyMemory {
         })
     }
 
+    /// The lowest soft limit of the receiver's memory limiters.
+    pub fn soft_limit(&self) -> u64 {
+        (self.limiters.iter())
+            .map(|limiter| limiter.limits().soft)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Whether `incoming` more bytes may be taken in now.
     pub fn admits(&self, incoming: u64) -> bool {
         self.limiters.iter().all(|limiter| limiter.admits(incoming))

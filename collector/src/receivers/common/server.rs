@@ -140,6 +140,7 @@ impl HttpConnections {
             max_connections: self.max_connections,
             read_header_timeout: limit(self.read_header_timeout),
             read_timeout: limit(self.read_timeout),
+            max_arriving_bytes: None,
             idle_timeout: limit(self.idle_timeout),
             http2_only: false,
             // hyper's default: HTTP/2 clients of an HTTP receiver are rare.

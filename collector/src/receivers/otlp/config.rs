@@ -23,6 +23,10 @@ pub struct OtlpReceiverConfig {
     /// What one request may carry; requests over a limit are refused whole.
     #[serde(default)]
     pub limits: InputLimits,
+    /// Whether records marked as handed over by a peer gateway keep the mark (see
+    /// `internal_markers.rs`): a gateway's receiver only, which clients cannot reach.
+    #[serde(default)]
+    pub accept_handover: bool,
 }
 
 /// A protocol written with no settings (`grpc:`) is on with its defaults.
@@ -46,6 +50,10 @@ pub struct GrpcConfig {
     /// Connections open at once; more are closed as soon as they are accepted.
     pub max_connections: usize,
     pub keepalive: GrpcKeepalive,
+    /// How long a request's message may take to arrive after its headers; the
+    /// stream is cut off after. 0: no limit.
+    #[serde(deserialize_with = "duration")]
+    pub read_timeout: Duration,
     pub tls: Option<ServerTlsConfig>,
     pub auth: Option<AuthConfig>,
 }
@@ -58,6 +66,7 @@ impl Default for GrpcConfig {
             max_concurrent_streams: 100,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             keepalive: GrpcKeepalive::default(),
+            read_timeout: DEFAULT_READ_TIMEOUT,
             tls: None,
             auth: None,
         }
@@ -156,7 +165,9 @@ impl GrpcConfig {
         ConnectionSettings {
             max_connections: self.max_connections,
             read_header_timeout: None,
-            read_timeout: None,
+            read_timeout: limit(self.read_timeout),
+            // Set by the server from the memory limiter, when there is one.
+            max_arriving_bytes: None,
             idle_timeout: limit(parameters.max_connection_idle),
             http2_only: true,
             max_concurrent_streams: Some(self.max_concurrent_streams),

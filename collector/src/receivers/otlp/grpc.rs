@@ -22,6 +22,7 @@ use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use super::grpc_service::{Admitted, Export, ExportServer};
+use super::internal_markers::InternalMarkers;
 use super::refusal_message;
 use crate::consumer::{Consumer, OtlpBatch, Refusal};
 use crate::receivers::ReceiverContext;
@@ -33,6 +34,10 @@ use crate::receivers::common::server::{ServerSecurity, server};
 use crate::self_telemetry::ReceiverMetrics;
 use opscope_net::server_tls::ConnectionSettings;
 
+/// The part of the memory budget (the soft limit) one connection's arriving
+/// messages may hold.
+const CONNECTION_SHARE: u64 = 4;
+
 /// How long a refused client is asked to wait before retrying.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
@@ -40,15 +45,22 @@ struct ExportService<T> {
     consumer: Consumer<T>,
     metrics: ReceiverMetrics,
     limits: InputLimits,
+    accept_handover: bool,
 }
 
-impl<T: OtlpBatch + WithinLimits> ExportService<T> {
-    fn new(consumer: Consumer<T>, limits: InputLimits, context: &ReceiverContext) -> Self {
+impl<T: OtlpBatch + WithinLimits + InternalMarkers> ExportService<T> {
+    fn new(
+        consumer: Consumer<T>,
+        limits: InputLimits,
+        accept_handover: bool,
+        context: &ReceiverContext,
+    ) -> Self {
         let metrics = context.telemetry.receiver(T::KIND, &context.id, "grpc");
         Self {
             consumer,
             metrics,
             limits,
+            accept_handover,
         }
     }
 
@@ -79,7 +91,13 @@ impl<T: OtlpBatch + WithinLimits> ExportService<T> {
         &self,
         request: Request<Admitted<T, Admission>>,
     ) -> Result<Response<T::Response>, Status> {
-        let Admitted { data, admission } = request.into_inner();
+        let Admitted {
+            mut data,
+            admission,
+        } = request.into_inner();
+        if !self.accept_handover {
+            data.remove_internal_markers();
+        }
         let items = data.item_count();
         if let Err(violation) = data.check_limits(&self.limits) {
             self.metrics.refused(violation.reason, items);
@@ -115,7 +133,7 @@ fn refusal_status(refusal: Refusal) -> Status {
     }
 }
 
-impl<T: OtlpBatch + WithinLimits> Export<T> for ExportService<T> {
+impl<T: OtlpBatch + WithinLimits + InternalMarkers> Export<T> for ExportService<T> {
     type Admission = Admission;
 
     fn admit(&self, message: &[u8]) -> Result<Admission, Status> {
@@ -131,13 +149,14 @@ impl<T: OtlpBatch + WithinLimits> Export<T> for ExportService<T> {
 }
 
 /// The `Export` service of `T`, gzip and zstd accepted.
-fn export_server<T: OtlpBatch + WithinLimits>(
+fn export_server<T: OtlpBatch + WithinLimits + InternalMarkers>(
     consumer: Consumer<T>,
     limits: InputLimits,
+    accept_handover: bool,
     max_message_bytes: usize,
     context: &ReceiverContext,
 ) -> ExportServer<T, ExportService<T>> {
-    let service = ExportService::new(consumer, limits, context);
+    let service = ExportService::new(consumer, limits, accept_handover, context);
     ExportServer::new(service, max_message_bytes)
         .accept_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Zstd)
@@ -147,11 +166,19 @@ pub fn serve(
     listener: TcpListener,
     max_message_bytes: usize,
     limits: InputLimits,
+    accept_handover: bool,
     security: ServerSecurity,
-    connections: ConnectionSettings,
+    mut connections: ConnectionSettings,
     context: &ReceiverContext,
 ) -> impl Future<Output = ()> + Send + 'static {
     let consumers = &context.consumers;
+    // One connection's messages still arriving may hold a share of the memory
+    // budget, not all of it: one client cannot starve the others (one message of the
+    // largest size always fits).
+    if let Some(memory) = BodyMemory::of(consumers) {
+        let share = memory.soft_limit() / CONNECTION_SHARE;
+        connections.max_arriving_bytes = Some(share.max(max_message_bytes as u64));
+    }
     let guard = |kind| {
         let metrics = context.telemetry.receiver(kind, &context.id, "grpc");
         GrpcGuard::new(security.authenticator.as_ref(), metrics)
@@ -159,18 +186,21 @@ pub fn serve(
     let traces = export_server(
         consumers.traces.clone(),
         limits.clone(),
+        accept_handover,
         max_message_bytes,
         context,
     );
     let logs = export_server(
         consumers.logs.clone(),
         limits.clone(),
+        accept_handover,
         max_message_bytes,
         context,
     );
     let metrics = export_server(
         consumers.metrics.clone(),
         limits,
+        accept_handover,
         max_message_bytes,
         context,
     );

@@ -21,6 +21,7 @@ use opscope_proto::prost::Message;
 use tokio::net::TcpListener;
 use tower_http::decompression::RequestDecompressionLayer;
 
+use super::internal_markers::InternalMarkers;
 use super::refusal_message;
 use crate::consumer::{Consumer, OtlpBatch, Refusal};
 use crate::receivers::ReceiverContext;
@@ -102,6 +103,7 @@ struct Endpoint<T> {
     metrics: ReceiverMetrics,
     max_body: usize,
     limits: InputLimits,
+    accept_handover: bool,
     memory: Option<BodyMemory>,
 }
 
@@ -109,6 +111,7 @@ struct Endpoint<T> {
 struct RouteSettings<'a> {
     max_body: usize,
     limits: &'a InputLimits,
+    accept_handover: bool,
     authenticator: Option<&'a Arc<Authenticator>>,
     memory: Option<BodyMemory>,
 }
@@ -117,6 +120,7 @@ pub fn serve(
     listener: TcpListener,
     max_body: usize,
     limits: InputLimits,
+    accept_handover: bool,
     security: ServerSecurity,
     connections: ConnectionSettings,
     context: &ReceiverContext,
@@ -125,6 +129,7 @@ pub fn serve(
     let settings = RouteSettings {
         max_body,
         limits: &limits,
+        accept_handover,
         authenticator: security.authenticator.as_ref(),
         memory: BodyMemory::of(consumers),
     };
@@ -149,7 +154,7 @@ pub fn serve(
     server.serve(listener, router, context.shutdown.clone().cancelled_owned())
 }
 
-fn route<T: OtlpBatch + WithinLimits>(
+fn route<T: OtlpBatch + WithinLimits + InternalMarkers>(
     consumer: Consumer<T>,
     settings: &RouteSettings<'_>,
     context: &ReceiverContext,
@@ -160,13 +165,14 @@ fn route<T: OtlpBatch + WithinLimits>(
         metrics: metrics.clone(),
         max_body: settings.max_body,
         limits: settings.limits.clone(),
+        accept_handover: settings.accept_handover,
         memory: settings.memory.clone(),
     };
     let router = Router::new().route(T::HTTP_PATH, post(export::<T>).with_state(endpoint));
     HttpGuard::protect(router, settings.authenticator, metrics)
 }
 
-async fn export<T: OtlpBatch + WithinLimits>(
+async fn export<T: OtlpBatch + WithinLimits + InternalMarkers>(
     State(endpoint): State<Endpoint<T>>,
     headers: HeaderMap,
     body: Body,
@@ -199,7 +205,7 @@ async fn export<T: OtlpBatch + WithinLimits>(
             return refused(format, refusal);
         }
     };
-    let data: T = match format.decode(&body) {
+    let mut data: T = match format.decode(&body) {
         Ok(data) => data,
         Err(message) => {
             endpoint.metrics.refused("bad_request", 0);
@@ -207,6 +213,9 @@ async fn export<T: OtlpBatch + WithinLimits>(
         }
     };
     drop(body);
+    if !endpoint.accept_handover {
+        data.remove_internal_markers();
+    }
     let items = data.item_count();
     if let Err(violation) = data.check_limits(&endpoint.limits) {
         endpoint.metrics.refused(violation.reason, items);

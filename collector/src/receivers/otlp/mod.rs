@@ -5,6 +5,7 @@ pub mod config;
 mod grpc;
 mod grpc_service;
 pub(crate) mod http;
+mod internal_markers;
 
 use tokio::task::JoinSet;
 
@@ -27,6 +28,7 @@ pub async fn start(
             listener,
             grpc.max_message_bytes(),
             config.limits.clone(),
+            config.accept_handover,
             security,
             grpc.connections(),
             &context,
@@ -41,6 +43,7 @@ pub async fn start(
             listener,
             http.max_request_body_size,
             config.limits.clone(),
+            config.accept_handover,
             security,
             http.connections().settings(),
             &context,

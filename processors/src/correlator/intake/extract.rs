@@ -21,7 +21,9 @@ use super::events::{
 
 use opscope_model::kubernetes::{Name, ObjectRef, OperatorRef};
 
-use opscope_model::attributes::{as_bool, as_f64, as_i64, as_str, as_strings, get_bool, get_str};
+use opscope_model::attributes::{
+    as_bool, as_f64, as_i64, as_str, as_strings, get_bool, get_i64, get_str,
+};
 use opscope_model::kubernetes::audit::operator_of_user;
 use opscope_model::kubernetes::kinds::plural_of_kind;
 use opscope_model::semconv::*;
@@ -119,6 +121,35 @@ pub trait CorrelatorEvents {
     /// Whether the batch is records another correlator hands over (its resources say
     /// [`HANDED_OVER`]): taken whatever their age.
     fn handed_over(&self) -> bool;
+
+    /// Where handed-over records were first journaled, as the hand-over marks them.
+    fn handover_origin(&self) -> Option<Origin> {
+        None
+    }
+}
+
+/// The journal that first took a handed-over batch, and the batch's sequence number
+/// there ([`HANDED_OVER_JOURNAL`], [`HANDED_OVER_SEQUENCE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub journal: u64,
+    pub sequence: u64,
+}
+
+impl Origin {
+    /// The origin a resource is marked with.
+    pub fn of(resource: &Resource) -> Option<Self> {
+        let journal = get_str(&resource.attributes, HANDED_OVER_JOURNAL)?;
+        let sequence = get_i64(&resource.attributes, HANDED_OVER_SEQUENCE)?;
+        Some(Self {
+            journal: u64::from_str_radix(journal, 16).ok()?,
+            sequence: u64::try_from(sequence).ok()?,
+        })
+    }
+}
+
+fn origin_of<'a>(mut resources: impl Iterator<Item = Option<&'a Resource>>) -> Option<Origin> {
+    resources.find_map(|resource| Origin::of(resource?))
 }
 
 fn marked_handed_over<'a>(mut resources: impl Iterator<Item = Option<&'a Resource>>) -> bool {
@@ -135,6 +166,10 @@ impl CorrelatorEvents for ExportTraceServiceRequest {
     fn handed_over(&self) -> bool {
         marked_handed_over(self.resource_spans.iter().map(|r| r.resource.as_ref()))
     }
+
+    fn handover_origin(&self) -> Option<Origin> {
+        origin_of(self.resource_spans.iter().map(|r| r.resource.as_ref()))
+    }
 }
 
 impl CorrelatorEvents for ExportLogsServiceRequest {
@@ -144,6 +179,10 @@ impl CorrelatorEvents for ExportLogsServiceRequest {
 
     fn handed_over(&self) -> bool {
         marked_handed_over(self.resource_logs.iter().map(|r| r.resource.as_ref()))
+    }
+
+    fn handover_origin(&self) -> Option<Origin> {
+        origin_of(self.resource_logs.iter().map(|r| r.resource.as_ref()))
     }
 }
 

@@ -10,10 +10,12 @@
 //! wall-clock time it was appended (u64 LE nanoseconds) and the OTLP request.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use opscope_model::config::{FieldError, Validate};
+use opscope_model::config::{FieldError, Validate, storage_directory};
+use opscope_model::hash::fnv1a;
+use opscope_model::repeated_warning::RepeatedWarning;
 use opscope_model::timestamp::Nanos;
 use opscope_model::{Telemetry, TelemetryKind};
 use opscope_proto::otlp::collector::logs::v1::ExportLogsServiceRequest;
@@ -22,6 +24,9 @@ use opscope_proto::otlp::collector::trace::v1::ExportTraceServiceRequest;
 use opscope_proto::prost::Message;
 use opscope_storage::{Fsync, LogError, SegmentLog};
 use serde::Deserialize;
+
+/// The file, in the journal's directory, naming the journal: 16 hex digits.
+const ID_FILE: &str = "journal-id";
 
 /// The largest record buffer kept between batches.
 const SCRATCH_KEPT: usize = 4 << 20;
@@ -48,9 +53,7 @@ fn default_max_size_mib() -> u64 {
 
 impl Validate for JournalConfig {
     fn validate(&self) -> Result<(), FieldError> {
-        if self.directory.as_os_str().is_empty() {
-            return Err(FieldError::new("directory", "must name a directory"));
-        }
+        storage_directory("directory", &self.directory)?;
         if self.max_size_mib == 0 {
             return Err(FieldError::new("max_size_mib", "must be at least 1"));
         }
@@ -81,6 +84,9 @@ pub struct JournalStats {
 
 #[derive(Debug)]
 pub struct Journal {
+    /// Tells this journal's batches from another's once handed over: made when the
+    /// directory is first used, kept as long as it is.
+    id: u64,
     log: SegmentLog,
     /// The sequence number and append time of each batch kept, oldest first.
     kept: VecDeque<(u64, Nanos)>,
@@ -89,16 +95,16 @@ pub struct Journal {
     stats: JournalStats,
     /// The record being written; its capacity stays, bounded by the largest batch.
     scratch: Vec<u8>,
+    /// A full disk fails every batch: said once a minute, counted in `stats.failed`.
+    write_failures: RepeatedWarning,
 }
 
 impl Journal {
-    /// Opens the journal of `config`, keeping batches for `retention`; returns the
-    /// batches a previous run left that are still within it, oldest first.
-    pub fn open(
-        config: &JournalConfig,
-        retention: Duration,
-        now: Nanos,
-    ) -> Result<(Self, Vec<Journaled>), LogError> {
+    /// Opens the journal of `config`, keeping batches for `retention`. What a
+    /// previous run left is read back with [`replay_next`](Self::replay_next), one
+    /// batch at a time, before anything is appended: decoded, a journal takes several
+    /// times its size on disk, so it is never held whole.
+    pub fn open(config: &JournalConfig, retention: Duration) -> Result<Self, LogError> {
         let max_bytes = config.max_size_mib.saturating_mul(1 << 20);
         let (log, recovery) = SegmentLog::open(
             &config.directory,
@@ -109,42 +115,58 @@ impl Journal {
             tracing::warn!(directory = %config.directory.display(), bytes = recovery.truncated_bytes,
                 "correlator journal: cut off a torn tail");
         }
-        let mut journal = Self {
+        let stats = JournalStats {
+            bytes: log.bytes(),
+            ..JournalStats::default()
+        };
+        let id = journal_id(&config.directory).map_err(|source| LogError::Io {
+            path: config.directory.join(ID_FILE),
+            source,
+        })?;
+        Ok(Self {
+            id,
             log,
             kept: VecDeque::new(),
             retention: u64::try_from(retention.as_nanos()).unwrap_or(u64::MAX),
             max_bytes,
-            stats: JournalStats::default(),
+            stats,
             scratch: Vec::new(),
-        };
-        let oldest = now.saturating_sub(journal.retention);
-        let mut batches = Vec::new();
+            write_failures: RepeatedWarning::default(),
+        })
+    }
+
+    /// The next batch a previous run left that is still within the retention at
+    /// `now`, with the wall-clock time it was appended at, oldest first; `None` once
+    /// all are read. Older batches are dropped from the journal on the way.
+    pub fn replay_next(&mut self, now: Nanos) -> Result<Option<(Nanos, Journaled)>, LogError> {
+        let oldest = now.saturating_sub(self.retention);
         loop {
-            let (sequence, record) = match journal.log.read_next() {
+            let (sequence, record) = match self.log.read_next() {
                 Ok(Some(next)) => next,
-                Ok(None) => break,
+                Ok(None) => {
+                    self.stats.bytes = self.log.bytes();
+                    return Ok(None);
+                }
                 Err(error) => {
-                    journal.stats.failed += 1;
+                    self.stats.failed += 1;
                     tracing::warn!(%error, "correlator journal: a batch cannot be read back");
                     continue;
                 }
             };
             match decode(&record) {
                 Some((appended, batch)) if appended >= oldest => {
-                    journal.kept.push_back((sequence, appended));
-                    batches.push(batch);
+                    self.kept.push_back((sequence, appended));
+                    self.stats.replayed += 1;
+                    return Ok(Some((appended, batch)));
                 }
                 decoded => {
                     if decoded.is_none() {
-                        journal.stats.failed += 1;
+                        self.stats.failed += 1;
                     }
-                    journal.log.complete(sequence)?;
+                    self.log.complete(sequence)?;
                 }
             }
         }
-        journal.stats.replayed = batches.len() as u64;
-        journal.stats.bytes = journal.log.bytes();
-        Ok((journal, batches))
     }
 
     /// Appends `batch`, taken at `now`, and drops what has aged out or overflows.
@@ -168,7 +190,9 @@ impl Journal {
             }
             Err(error) => {
                 self.stats.failed += 1;
-                tracing::warn!(%error, "correlator journal: a batch could not be written; a restart will not see it");
+                if let Some(not_logged) = self.write_failures.occurred_now() {
+                    tracing::warn!(%error, not_logged, "correlator journal: a batch could not be written; a restart will not see it");
+                }
             }
         }
         self.trim(now);
@@ -191,6 +215,10 @@ impl Journal {
 
     pub fn stats(&self) -> JournalStats {
         self.stats.clone()
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     fn trim(&mut self, now: Nanos) {
@@ -220,6 +248,34 @@ impl Journal {
         }
         self.stats.bytes = self.log.bytes();
     }
+}
+
+/// The id of the journal in `directory`, made (from the time, the process and the
+/// directory, which no two journals share) and written the first time.
+fn journal_id(directory: &Path) -> std::io::Result<u64> {
+    let path = directory.join(ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            if let Ok(id) = u64::from_str_radix(text.trim(), 16) {
+                return Ok(id);
+            }
+            tracing::warn!(path = %path.display(), "correlator journal: its id is unreadable; a new one is made");
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    let seed = format!(
+        "{}:{}:{}",
+        opscope_model::timestamp::now_unix_nanos(),
+        std::process::id(),
+        directory.display()
+    );
+    let id = fnv1a(seed.as_bytes());
+    // Written beside and renamed: a crash leaves the old file or the whole new one.
+    let written = directory.join(format!("{ID_FILE}.tmp"));
+    std::fs::write(&written, format!("{id:016x}\n"))?;
+    std::fs::rename(&written, &path)?;
+    Ok(id)
 }
 
 fn kind_byte(kind: TelemetryKind) -> u8 {
@@ -267,6 +323,16 @@ mod tests {
         }
     }
 
+    /// Opens the journal and reads back what it holds, as a start does.
+    fn open(config: &JournalConfig, retention: Duration, now: Nanos) -> (Journal, Vec<Journaled>) {
+        let mut journal = Journal::open(config, retention).unwrap();
+        let mut batches = Vec::new();
+        while let Some((_, batch)) = journal.replay_next(now).unwrap() {
+            batches.push(batch);
+        }
+        (journal, batches)
+    }
+
     fn names(batches: &[Journaled]) -> Vec<String> {
         batches
             .iter()
@@ -287,18 +353,18 @@ mod tests {
             max_size_mib: 16,
         };
         let retention = Duration::from_secs(60);
-        let (mut journal, replayed) = Journal::open(&config, retention, 1_000 * SECOND).unwrap();
+        let (mut journal, replayed) = open(&config, retention, 1_000 * SECOND);
         assert!(replayed.is_empty());
         for (i, name) in ["old", "a", "b", "c"].iter().enumerate() {
             journal.append(&batch(name), (1_000 + 30 * i as u64) * SECOND);
         }
         drop(journal);
         // 100 s later "old" (t = 1000 s) is out of the 60 s retention; "a" (1030 s) too.
-        let (journal, replayed) = Journal::open(&config, retention, 1_100 * SECOND).unwrap();
+        let (journal, replayed) = open(&config, retention, 1_100 * SECOND);
         assert_eq!(names(&replayed), ["b", "c"]);
         assert_eq!(journal.stats().replayed, 2);
         drop(journal);
-        let (_, again) = Journal::open(&config, retention, 1_100 * SECOND).unwrap();
+        let (_, again) = open(&config, retention, 1_100 * SECOND);
         assert_eq!(
             names(&again),
             ["b", "c"],
@@ -313,7 +379,7 @@ mod tests {
             directory: dir.path().to_path_buf(),
             max_size_mib: 1,
         };
-        let (mut journal, _) = Journal::open(&config, Duration::from_secs(3600), SECOND).unwrap();
+        let (mut journal, _) = open(&config, Duration::from_secs(3600), SECOND);
         let big = "x".repeat(300 << 10);
         for i in 0..8 {
             journal.append(&batch(&format!("{i}{big}")), SECOND + i);
@@ -322,7 +388,7 @@ mod tests {
         assert!(stats.dropped_for_size > 0, "{stats:?}");
         assert_eq!(stats.appended, 8);
         drop(journal);
-        let (_, replayed) = Journal::open(&config, Duration::from_secs(3600), SECOND).unwrap();
+        let (_, replayed) = open(&config, Duration::from_secs(3600), SECOND);
         let kept = names(&replayed);
         assert!(kept.len() < 8 && !kept.is_empty(), "{}", kept.len());
         assert!(kept.last().is_some_and(|name| name.starts_with('7')));

@@ -11,6 +11,7 @@ use opscope_model::kubernetes::ObjectRef;
 use opscope_model::kubernetes::kinds::push_plural_of_kind;
 
 use opscope_model::kubernetes::{Name, ObjectKey};
+use opscope_model::signal::Signal;
 
 use super::object_state::{Settlement, TrackedObject};
 use crate::correlator::lifecycle::scheduler::DueQueue;
@@ -126,6 +127,11 @@ impl ObjectTable {
         (slot, evicted)
     }
 
+    /// Whether the object is tracked.
+    pub(crate) fn holds(&mut self, object: &ObjectRef) -> bool {
+        self.find(object).is_some()
+    }
+
     /// The slot of the object, found without making its key.
     fn find(&mut self, object: &ObjectRef) -> Option<usize> {
         let resource = if object.resource.is_empty() {
@@ -237,9 +243,9 @@ impl ObjectTable {
         expired
     }
 
-    /// Forgets, without resolving their signals, the objects `keep` says no; returns
-    /// how many: objects another correlator now owns.
-    pub(crate) fn release(&mut self, mut keep: impl FnMut(&ObjectKey) -> bool) -> usize {
+    /// Forgets the objects `keep` says no to (objects another correlator now owns);
+    /// returns their firing signals, which the caller withdraws.
+    pub(crate) fn release(&mut self, mut keep: impl FnMut(&ObjectKey) -> bool) -> Vec<Signal> {
         let released: Vec<usize> = self
             .slots
             .iter()
@@ -249,14 +255,17 @@ impl ObjectTable {
                 (!keep(&entry.key)).then_some(slot)
             })
             .collect();
+        let mut signals = Vec::new();
         for &slot in &released {
             if let Some(held) = self.slots.get_mut(slot) {
                 held.dirty = false;
             }
             self.dirty.retain(|&dirty| dirty != slot);
-            self.remove(slot);
+            if let Some(entry) = self.remove(slot) {
+                signals.extend(entry.object.active().cloned());
+            }
         }
-        released.len()
+        signals
     }
 
     fn remove(&mut self, slot: usize) -> Option<Entry> {
