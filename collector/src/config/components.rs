@@ -25,6 +25,7 @@ use crate::receivers;
 use crate::receivers::ebpf::EbpfConfig;
 use crate::receivers::filelog::FilelogConfig;
 use crate::receivers::k8s_audit::K8sAuditConfig;
+use crate::receivers::k8s_objects::K8sObjectsConfig;
 use crate::receivers::otlp::OtlpReceiverConfig;
 use crate::receivers::prometheus_scrape::PrometheusScrapeConfig;
 use crate::self_telemetry::SelfTelemetry;
@@ -43,6 +44,10 @@ receiver_types! {
     "k8s_audit" => K8sAudit(K8sAuditConfig) {
         feeds: [Logs],
         start: receivers::k8s_audit::start,
+    }
+    "k8s_objects" => K8sObjects(K8sObjectsConfig) {
+        feeds: [Logs],
+        start: receivers::k8s_objects::start,
     }
     "prometheus_scrape" => PrometheusScrape(PrometheusScrapeConfig) {
         feeds: [Metrics],

@@ -7,6 +7,7 @@ pub mod common;
 pub mod ebpf;
 pub mod filelog;
 pub mod k8s_audit;
+pub mod k8s_objects;
 pub mod otlp;
 pub mod prometheus_scrape;
 
@@ -59,4 +60,6 @@ pub enum ReceiverError {
     },
     #[error(transparent)]
     Filelog(#[from] filelog::FilelogError),
+    #[error("receivers.{receiver}: {message}")]
+    Setup { receiver: String, message: String },
 }

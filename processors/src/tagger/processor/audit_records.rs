@@ -50,7 +50,13 @@ pub(super) fn audit_record(
         return record;
     };
     record.time_unix_nano = event.time_unix_nano;
-    let attributes = &mut record.attributes;
+    write_audit_call(&mut record.attributes, event);
+    record
+}
+
+/// The attributes of the call and the object state an audit event (or an object's
+/// watch event, told as one) shows: what the correlator reads of it.
+pub fn write_audit_call(attributes: &mut Vec<KeyValue>, event: &AuditFacts) {
     set_str(attributes, API_ACTOR, &event.user);
     set_str(attributes, API_VERB, &event.verb);
     for (api_key, object_key, value) in [
@@ -79,7 +85,6 @@ pub(super) fn audit_record(
     if let Some(conflict) = event.conflict_message.as_deref().and_then(find_conflict) {
         write_conflict(attributes, &conflict);
     }
-    record
 }
 
 pub(super) fn write_audit_state(attributes: &mut Vec<KeyValue>, event: &AuditFacts) {

@@ -4,6 +4,7 @@
 //! have a file of their own.
 
 mod audit_records;
+pub use audit_records::write_audit_call;
 mod completion;
 mod logs;
 mod spans;
