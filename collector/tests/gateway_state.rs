@@ -6,11 +6,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::reconciles::{SECOND, looping, now_nanos, reconciles};
+use common::reconciles::{SECOND, export_in_order, looping, now_nanos, reconciles};
 use common::{Opscope, OtlpSink, report_fault, wait_until};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use tokio::runtime::Runtime;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Reconciles of one object, half a second apart: a loop by the default threshold
@@ -51,17 +49,7 @@ service:
 }
 
 fn send(opscope: &Opscope, requests: Vec<ExportTraceServiceRequest>) {
-    let url = opscope.ports().grpc_url();
-    let runtime = Runtime::new().expect("client runtime");
-    runtime
-        .block_on(async {
-            let mut client = TraceServiceClient::connect(url).await?;
-            for request in requests {
-                client.export(request).await?;
-            }
-            Ok::<_, Box<dyn std::error::Error>>(())
-        })
-        .expect("opscope accepts the spans");
+    export_in_order(opscope.ports().grpc_url(), requests, "opscope");
 }
 
 fn wait_looping(sink: &OtlpSink, name: &str) -> bool {

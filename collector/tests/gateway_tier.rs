@@ -13,7 +13,9 @@ use std::thread;
 use std::time::Duration;
 
 use common::audit::{deletion_by_person, event_list, rfc3339};
-use common::reconciles::{SECOND, looping, now_nanos, reconciles, reconciles_apart};
+use common::reconciles::{
+    SECOND, export_in_order, looping, now_nanos, reconciles, reconciles_apart,
+};
 use common::{
     Opscope, OtlpSink, Ports, RssSampler, free_port, http_post, own_loopback_block, wait_until,
 };
@@ -637,16 +639,7 @@ impl Tier {
     /// Sends `requests` to agent `index`, in order.
     fn send_to_agent(&self, index: usize, requests: Vec<ExportTraceServiceRequest>) {
         let url = format!("http://{}", self.agents[index].address());
-        let runtime = Runtime::new().expect("client runtime");
-        runtime
-            .block_on(async {
-                let mut client = TraceServiceClient::connect(url).await?;
-                for request in requests {
-                    client.export(request).await?;
-                }
-                Ok::<_, Box<dyn std::error::Error>>(())
-            })
-            .expect("the agent takes the spans");
+        export_in_order(url, requests, "the agent");
     }
 
     fn tier_firing(&self) -> BTreeSet<SignalKey> {

@@ -5,7 +5,7 @@
 mod dir_lock;
 mod error;
 mod frame;
-mod regular_file;
+pub mod regular_file;
 mod scan;
 pub mod segment_log;
 

@@ -1,11 +1,11 @@
-//! Opening the files of a storage directory without ever blocking, whatever is found
-//! under their names: only a regular file is used. A FIFO in place of a segment, the
-//! offset or the lock would block the open (and every read) until a writer came,
-//! before the process serves `/healthz`; a device or a directory is no file of ours
-//! either. As the filelog receiver does: the type is checked before the open (a FIFO
-//! is never opened, which would disturb its writer), the open is `O_NONBLOCK` should
-//! the name be swapped in between, and the handle is checked again. Regular files
-//! ignore `O_NONBLOCK`, so it stays set.
+//! Opening a file without ever blocking, whatever is found under its name: only a
+//! regular file is used. A FIFO in place of a segment, the offset or the lock would
+//! block the open (and every read) until a writer came, before the process serves
+//! `/healthz`; a FIFO or a device among the pod logs the filelog receiver tails, or
+//! the files `opscope analyze` is given, would hang them the same way. The type is
+//! checked before the open (a FIFO is never opened, which would disturb its writer),
+//! the open is `O_NONBLOCK` should the name be swapped in between, and the handle is
+//! checked again. Regular files ignore `O_NONBLOCK`, so it stays set.
 
 use std::fs::{File, FileType};
 use std::io;

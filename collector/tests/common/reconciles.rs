@@ -132,3 +132,20 @@ pub fn looping(sink: &OtlpSink) -> BTreeSet<String> {
         .filter_map(|span| value(span, "k8s.object.name"))
         .collect()
 }
+
+/// Exports `requests` in order over OTLP/gRPC to `url` (`http://host:port`); panics,
+/// naming `to`, if one is refused.
+pub fn export_in_order(url: String, requests: Vec<ExportTraceServiceRequest>, to: &str) {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    let runtime = tokio::runtime::Runtime::new().expect("client runtime");
+    let exported = runtime.block_on(async {
+        let mut client = TraceServiceClient::connect(url).await?;
+        for request in requests {
+            client.export(request).await?;
+        }
+        Ok::<_, Box<dyn std::error::Error>>(())
+    });
+    if let Err(error) = exported {
+        panic!("{to} does not take the spans: {error}");
+    }
+}

@@ -5,12 +5,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{FileType, OpenOptions};
+use std::fs::FileType;
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use flate2::read::MultiGzDecoder;
+use opscope_storage::regular_file::{Access, is_not_regular, open_regular};
 
 /// Most bytes a `.gz` file is inflated to; the rest of it is skipped.
 pub const MAX_INFLATED_BYTES: u64 = 1024 * 1024 * 1024;
@@ -155,19 +156,16 @@ fn not_read(file_type: FileType) -> String {
 }
 
 /// Opens a regular file to read, inflated when it ends in `.gz`. The open never
-/// blocks (`O_NONBLOCK`, which regular files ignore on reads) and the handle is
-/// checked again, should the path have been swapped for a FIFO or a device since
-/// the walk. `Err` says why the file is not read.
+/// blocks, and a path swapped for a FIFO or a device since the walk is refused
+/// ([`opscope_storage::regular_file`]). `Err` says why the file is not read.
 pub fn open(path: &Path) -> Result<Box<dyn Read>, String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|err| unreadable(&err))?;
-    let file_type = file.metadata().map_err(|err| unreadable(&err))?.file_type();
-    if !file_type.is_file() {
-        return Err(not_read(file_type));
-    }
+    let file = open_regular(path, Access::Read).map_err(|err| {
+        if is_not_regular(&err) {
+            format!("{err}")
+        } else {
+            unreadable(&err)
+        }
+    })?;
     Ok(if path.extension().is_some_and(|e| e == "gz") {
         Box::new(Bounded::new(
             MultiGzDecoder::new(file),

@@ -3,67 +3,26 @@
 //! refused with a reason that is logged and counted once per path.
 
 use std::collections::HashSet;
-use std::fs::{File, FileType, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use opscope_storage::regular_file::{self, Access};
 
 use crate::self_telemetry::ReceiverMetrics;
 
 /// Paths remembered as refused, at most (their warnings are not repeated).
 const MAX_REMEMBERED: usize = 10_000;
 
-/// The path names something other than a regular file.
-#[derive(Debug, thiserror::Error)]
-#[error("not a regular file (a {kind}); not tailed")]
-pub struct NotRegularFile {
-    pub kind: &'static str,
-}
-
-/// Opens `path` for reading if it is a regular file. A FIFO is never opened (opening
-/// one blocks until a writer comes, and opening it without blocking would still
-/// disturb its writer); `O_NONBLOCK` makes the open itself return at once should the
-/// path be swapped for one between the check and the open, and the handle is checked
-/// again. Regular files ignore `O_NONBLOCK` on reads, so it stays set.
+/// Opens `path` for reading if it is a regular file, never blocking (see
+/// [`opscope_storage::regular_file`]).
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    refuse_unless_regular(std::fs::metadata(path)?.file_type())?;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    refuse_unless_regular(file.metadata()?.file_type())?;
-    Ok(file)
-}
-
-fn refuse_unless_regular(file_type: FileType) -> io::Result<()> {
-    if file_type.is_file() {
-        return Ok(());
-    }
-    let kind = if file_type.is_fifo() {
-        "FIFO"
-    } else if file_type.is_char_device() {
-        "character device"
-    } else if file_type.is_block_device() {
-        "block device"
-    } else if file_type.is_socket() {
-        "socket"
-    } else if file_type.is_dir() {
-        "directory"
-    } else {
-        "special file"
-    };
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        NotRegularFile { kind },
-    ))
+    regular_file::open_regular(path, Access::Read)
 }
 
 /// Why a path was not tailed, as counted (`reason` label).
 pub fn skip_reason(err: &io::Error) -> &'static str {
-    let not_regular = err
-        .get_ref()
-        .is_some_and(|inner| inner.is::<NotRegularFile>());
-    if not_regular {
+    if regular_file::is_not_regular(err) {
         "not_regular_file"
     } else {
         "unreadable"
