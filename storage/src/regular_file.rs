@@ -61,9 +61,14 @@ pub fn names_other_than_a_file(path: &Path) -> bool {
 
 /// Whether opening failed because the name holds no regular file.
 pub fn is_not_regular(error: &io::Error) -> bool {
-    error
-        .get_ref()
-        .is_some_and(|inner| inner.is::<NotRegularFile>())
+    not_regular_kind(error).is_some()
+}
+
+/// What the name held instead of a regular file (`FIFO`, `character device`, …),
+/// when that is why opening failed.
+pub fn not_regular_kind(error: &io::Error) -> Option<&'static str> {
+    let inner = error.get_ref()?.downcast_ref::<NotRegularFile>()?;
+    Some(inner.kind)
 }
 
 fn refuse_unless_regular(file_type: FileType) -> io::Result<()> {

@@ -11,7 +11,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use flate2::read::MultiGzDecoder;
-use opscope_storage::regular_file::{Access, is_not_regular, open_regular};
+use opscope_storage::regular_file::{Access, not_regular_kind, open_regular};
 
 /// Most bytes a `.gz` file is inflated to; the rest of it is skipped.
 pub const MAX_INFLATED_BYTES: u64 = 1024 * 1024 * 1024;
@@ -159,12 +159,9 @@ fn not_read(file_type: FileType) -> String {
 /// blocks, and a path swapped for a FIFO or a device since the walk is refused
 /// ([`opscope_storage::regular_file`]). `Err` says why the file is not read.
 pub fn open(path: &Path) -> Result<Box<dyn Read>, String> {
-    let file = open_regular(path, Access::Read).map_err(|err| {
-        if is_not_regular(&err) {
-            format!("{err}")
-        } else {
-            unreadable(&err)
-        }
+    let file = open_regular(path, Access::Read).map_err(|err| match not_regular_kind(&err) {
+        Some(kind) => format!("a {kind}; not read"),
+        None => unreadable(&err),
     })?;
     Ok(if path.extension().is_some_and(|e| e == "gz") {
         Box::new(Bounded::new(
